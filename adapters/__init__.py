@@ -1,0 +1,1 @@
+"""Thin translators between chat platforms and ``memory.models.Message`` / bot replies."""

@@ -1,0 +1,137 @@
+"""The console adapter: a terminal group chat, the embedded default that needs no account.
+
+Type ``alice: hello`` to speak as alice, ``@chorus question`` (or ``bob: @chorus ...``)
+to ask the bot, and ``/help`` for commands. Everything goes through the same
+``Bot`` the Discord and Slack adapters use.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import sys
+import time
+from importlib import resources
+from typing import TextIO
+
+from bot.app import Bot
+from bot.replies import Reply
+from memory.datasets.jsonl import read_jsonl
+from memory.errors import ChorusError
+from memory.models import Message, ScopeKey
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "console"
+WORKSPACE = "local"
+_SPEAKER = re.compile(r"^\s*([^\s:/@][^:]{0,39}):\s?(.*)$", re.DOTALL)
+
+HELP = """Commands:
+  NAME: TEXT          say TEXT as NAME (e.g. "alice: lunch at noon?")
+  TEXT                say TEXT as the current speaker
+  @{bot} QUESTION     ask the bot (also inside a message)
+  /ask QUESTION       ask the bot
+  /whosaid PHRASE     who said an exact phrase
+  /as NAME            change the current speaker
+  /channel NAME       move to another channel (each channel has its own memory)
+  /status             what the bot remembers
+  /help               this text
+  /quit               leave"""
+
+
+class ConsoleChat:
+    """Reads chat lines from ``stdin`` and writes the bot's replies to ``stdout``."""
+
+    def __init__(self, bot: Bot, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout, *,
+                 channel: str = "general", speaker: str = "you") -> None:
+        self.bot = bot
+        self.stdin = stdin
+        self.stdout = stdout
+        self.channel = channel
+        self.speaker = speaker
+        self.bot_name = bot.settings.console.bot_name
+        self._ids = itertools.count(int(time.time() * 1000))
+        self._mention = re.compile(rf"@{re.escape(self.bot_name)}\b[:,]?\s*", re.IGNORECASE)
+
+    @property
+    def key(self) -> ScopeKey:
+        return ScopeKey(PLATFORM, WORKSPACE, self.channel)
+
+    def say(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+        self.stdout.flush()
+
+    def render(self, reply: Reply) -> None:
+        self.say(f"{self.bot_name}> " + reply.text.replace("\n", "\n" + " " * (len(self.bot_name) + 2)))
+
+    def load_demo(self) -> int:
+        """Preload the demo conversation into an empty channel."""
+        if self.bot.store.scope_id(self.key) is not None:
+            return 0
+        demo = resources.files("bot").joinpath("demo/demo.jsonl")
+        with resources.as_file(demo) as path:
+            messages = read_jsonl(path)
+        moved = [Message(PLATFORM, WORKSPACE, self.channel, f"demo-{m.msg_id}", m.author_id, m.author_name,
+                         m.text, m.ts) for m in messages]
+        return self.bot.store.ingest(moved, embed=self.bot.store.embedder is not None).inserted
+
+    def run(self) -> int:
+        interactive = self.stdin.isatty()
+        self.say(f"Chorus console, channel #{self.channel}. Type /help for commands.")
+        while True:
+            if interactive:
+                self.stdout.write(f"{self.speaker}@#{self.channel}> ")
+                self.stdout.flush()
+            line = self.stdin.readline()
+            if not line:
+                return 0
+            try:
+                if not self.handle(line.rstrip("\n")):
+                    return 0
+            except ChorusError as exc:
+                self.say(f"error: {exc}")
+            except Exception:  # the console is a boundary: keep the chat alive
+                log.exception("console line failed")
+                self.say("error: something went wrong; see the log")
+
+    def handle(self, line: str) -> bool:
+        """Process one line; False means quit."""
+        stripped = line.strip()
+        if not stripped:
+            return True
+        if stripped.startswith("/"):
+            return self.command(stripped)
+        match = _SPEAKER.match(line)
+        speaker, text = (match.group(1).strip(), match.group(2)) if match else (self.speaker, line)
+        if not text.strip():
+            return True
+        msg = Message(PLATFORM, WORKSPACE, self.channel, str(next(self._ids)), speaker.casefold(), speaker,
+                      text, time.time())
+        self.bot.on_message(msg)
+        if self._mention.search(text):
+            self.render(self.bot.ask(self.key, self._mention.sub("", text), asked_in=msg))
+        return True
+
+    def command(self, line: str) -> bool:
+        name, _, arg = line[1:].partition(" ")
+        name = name.lower()
+        arg = arg.strip()
+        if name in ("quit", "exit"):
+            return False
+        if name == "help":
+            self.say(HELP.format(bot=self.bot_name))
+        elif name == "ask":
+            self.render(self.bot.ask(self.key, arg))
+        elif name == "whosaid":
+            self.render(self.bot.whosaid(self.key, arg))
+        elif name == "status":
+            self.render(self.bot.status(self.key))
+        elif name == "as" and arg:
+            self.speaker = arg
+            self.say(f"(you are now {arg})")
+        elif name == "channel" and arg:
+            self.channel = arg.lstrip("#")
+            self.say(f"(now in #{self.channel})")
+        else:
+            self.say(f"unknown command /{name}; try /help")
+        return True

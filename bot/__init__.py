@@ -1,0 +1,1 @@
+"""The platform-neutral Chorus bot: configuration, message handling, commands, scheduler, CLI."""

@@ -1,0 +1,165 @@
+"""The platform-neutral bot: what happens on a message, a mention and a command.
+
+Adapters translate platform events into ``Message`` values and call ``Bot``;
+they render the ``Reply`` it returns. Ingest never calls a model.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from memory.embeddings.base import Embedder
+from memory.errors import ChorusError, ModelError
+from memory.llm.base import LLM
+from memory.models import Message, ScopeKey
+from memory.quick_answer import quick_answer
+from memory.search import Searcher
+from memory.store import Store
+from memory.timefmt import stamp
+
+from .config import Settings
+from .replies import Citation, Reply, cut_for_chat
+
+log = logging.getLogger(__name__)
+
+
+def load_embedder_from(settings: Settings) -> Embedder:
+    from memory.embeddings.factory import load_embedder
+
+    cfg = settings.embeddings
+    return load_embedder(cfg.backend, cfg.model_path or None, n_gpu_layers=cfg.n_gpu_layers,
+                         n_threads=cfg.n_threads or None)
+
+
+def load_llm_from(settings: Settings) -> LLM:
+    from memory.llm.factory import load_llm
+
+    cfg = settings.llm
+    if cfg.backend == "openai":
+        return load_llm("openai", base_url=cfg.base_url, model=cfg.model, api_key_env=cfg.api_key_env or None)
+    return load_llm("llama", cfg.model_path or None, n_ctx=cfg.n_ctx, n_gpu_layers=cfg.n_gpu_layers,
+                    n_threads=cfg.n_threads or None, seed=cfg.seed)
+
+
+def parse_scope(text: str) -> ScopeKey:
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise ChorusError(f"scope {text!r} must be written platform:workspace:channel")
+    return ScopeKey(*parts)
+
+
+@dataclass
+class Mention:
+    """A question addressed to the bot inside a message."""
+
+    message: Message
+    question: str
+
+
+class Bot:
+    """Holds the store, search and models; every adapter talks to one of these."""
+
+    def __init__(self, settings: Settings, *, store: Store | None = None, embedder: Embedder | None = None,
+                 llm: LLM | None = None, load_models: bool = True) -> None:
+        self.settings = settings
+        if embedder is None and load_models:
+            embedder = load_embedder_from(settings)
+        self.store = store or Store(Path(settings.store.path).expanduser(), embedder=embedder,
+                                    idle_gap_s=settings.store.idle_gap_minutes * 60)
+        self.searcher = Searcher(self.store)
+        self._llm = llm
+        self._llm_error: str | None = None
+        self._llm_lock = threading.Lock()
+        self._load_models = load_models
+        self._links = [[parse_scope(s) for s in group] for group in settings.scopes.links]
+
+    # ---------------------------------------------------------------- models
+    @property
+    def llm(self) -> LLM | None:
+        """The shared language model, loaded on first use; None (with a logged reason) if it cannot load."""
+        if self._llm is not None or not self._load_models:
+            return self._llm
+        with self._llm_lock:
+            if self._llm is None and self._llm_error is None:
+                try:
+                    self._llm = load_llm_from(self.settings)
+                except ModelError as exc:
+                    self._llm_error = str(exc)
+                    log.error("language model unavailable: %s", exc)
+        return self._llm
+
+    # ---------------------------------------------------------------- scopes
+    def scope_ids(self, key: ScopeKey) -> list[int]:
+        """The scope itself plus any scopes the operator linked to it in the config."""
+        own = self.store.scope_id(key)
+        ids = [own] if own is not None else []
+        for group in self._links:
+            if key in group:
+                for other in group:
+                    sid = self.store.scope_id(other)
+                    if sid is not None and sid not in ids:
+                        ids.append(sid)
+        return ids
+
+    # ---------------------------------------------------------------- events
+    def on_message(self, msg: Message) -> None:
+        """Remember a message (no model call on this path)."""
+        self.store.ingest_one(msg, embed=self.store.embedder is not None)
+
+    def ask(self, key: ScopeKey, question: str, *, asked_in: Message | None = None) -> Reply:
+        """Answer a question from this scope's memory, citing the messages used.
+
+        ``asked_in`` is the chat message that carried the question; it is never its own evidence.
+        """
+        question = question.strip()
+        if not question:
+            return Reply("Ask me something about this channel, e.g. `@chorus what did we decide about Friday?`")
+        scope_ids = self.scope_ids(key)
+        if not scope_ids:
+            return Reply("I don't have any memory of this channel yet.")
+        exclude: set[int] = set()
+        if asked_in is not None:
+            stored = self.store.find(ScopeKey.of(asked_in), asked_in.msg_id)
+            if stored is not None:
+                exclude.add(stored.id)
+        result = quick_answer(self.searcher, scope_ids, question, llm=self.llm, k=3, exclude=exclude)
+        citations = [Citation(n, h.message.id, h.message.platform, h.message.workspace, h.message.channel,
+                              h.message.msg_id, h.message.author_name, h.message.ts, _excerpt(h.message.text))
+                     for n, h in enumerate(result.hits, 1)]
+        lines = [result.sentence]
+        for c in citations:
+            lines.append(f"[{c.n}] {c.author} ({stamp(c.ts)}): {c.excerpt}")
+        text = cut_for_chat("\n".join(lines), self.settings.answer.max_chars)
+        return Reply(text, citations, data={"model_used": result.model_used, "notes": result.notes})
+
+    def whosaid(self, key: ScopeKey, phrase: str) -> Reply:
+        scope_ids = self.scope_ids(key)
+        found = self.searcher.phrase(scope_ids, phrase, limit=10) if scope_ids else []
+        if not found:
+            return Reply(f"Nobody here said “{phrase.strip()[:100]}” as far as I remember.")
+        citations = [Citation(n, m.id, m.platform, m.workspace, m.channel, m.msg_id, m.author_name, m.ts,
+                              _excerpt(m.text)) for n, m in enumerate(found, 1)]
+        first = found[0]
+        lines = [f"{first.author_name} said it first, on {stamp(first.ts)} [1]."]
+        lines += [f"[{c.n}] {c.author} ({stamp(c.ts)}): {c.excerpt}" for c in citations]
+        return Reply(cut_for_chat("\n".join(lines), self.settings.answer.max_chars), citations)
+
+    def status(self, key: ScopeKey | None = None) -> Reply:
+        scope_ids = self.scope_ids(key) if key else [s.id for s in self.store.scopes()]
+        total = sum(self.store.count_messages(s) for s in scope_ids)
+        pending = self.store.pending_embeddings()
+        lines = [f"Messages remembered: {total} in {len(scope_ids)} scope(s).",
+                 f"Messages waiting for embeddings: {pending}."]
+        if self._llm_error:
+            lines.append(f"Language model: unavailable ({self._llm_error}).")
+        return Reply("\n".join(lines), data={"messages": total, "scopes": len(scope_ids), "pending": pending})
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _excerpt(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

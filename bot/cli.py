@@ -1,0 +1,105 @@
+"""The ``chorus`` command line. Each subcommand is a boundary: errors print a reason, not a trace."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Callable
+
+from memory.errors import ChorusError
+
+from .config import Settings, example_toml, load_settings
+
+log = logging.getLogger("chorus")
+COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {}
+
+
+def command(name: str) -> Callable:
+    def register(fn: Callable[[argparse.Namespace, Settings], int]) -> Callable:
+        COMMANDS[name] = fn
+        return fn
+    return register
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="chorus", description="Chorus: a self-hosted memory bot for group chats.")
+    p.add_argument("--config", help="config TOML (default: $CHORUS_CONFIG or ./config.toml)")
+    p.add_argument("--db", help="store file, overriding [store].path")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("console", help="terminal group chat with the bot (the embedded default)")
+    c.add_argument("--channel", default="general")
+    c.add_argument("--no-demo", action="store_true", help="do not preload the demo conversation")
+
+    c = sub.add_parser("ingest", help="import a transcript (jsonl, locomo, socialmem, friendsqa)")
+    c.add_argument("file")
+    c.add_argument("--format", default="jsonl", choices=["jsonl", "locomo", "socialmem", "friendsqa"])
+    c.add_argument("--no-embed", action="store_true", help="store now, embed later with `chorus embed`")
+
+    sub.add_parser("embed", help="embed messages imported without vectors")
+
+    c = sub.add_parser("ask", help="ask the bot a question about one channel")
+    c.add_argument("question")
+    c.add_argument("--scope", required=True, help="platform:workspace:channel")
+
+    c = sub.add_parser("whosaid", help="who said an exact phrase in one channel")
+    c.add_argument("phrase")
+    c.add_argument("--scope", required=True, help="platform:workspace:channel")
+
+    sub.add_parser("status", help="what the store holds")
+    sub.add_parser("migrate", help="apply pending schema migrations")
+    sub.add_parser("scopes", help="list channels with memory")
+    sub.add_parser("config-example", help="print the documented example configuration")
+
+    c = sub.add_parser("eval", help="evaluate on real conversation data")
+    esub = c.add_subparsers(dest="eval_kind", required=True)
+    e = esub.add_parser("retrieval", help="evidence recall@k of retrieval systems side by side")
+    e.add_argument("--dataset", required=True, choices=["locomo", "socialmem", "friendsqa"])
+    e.add_argument("--data", help="a file (or SocialMemBench folder) of the same format")
+    e.add_argument("--out", default="out/eval", help="folder for the JSON and Markdown results")
+    e.add_argument("--limit", type=int, help="only the first N conversations")
+
+    c = sub.add_parser("bench", help="benchmarks that compare against a baseline in the same run")
+    bsub = c.add_subparsers(dest="bench_kind", required=True)
+    b = bsub.add_parser("ingest", help="messages/s with and without embeddings")
+    b.add_argument("--messages", type=int, default=20_000)
+    b.add_argument("--embedded-messages", type=int, default=2_000)
+    b.add_argument("--out", default="out/bench")
+    b = bsub.add_parser("search", help="hybrid search latency vs numpy and rank-bm25")
+    b.add_argument("--sizes", default="10000,100000")
+    b.add_argument("--queries", type=int, default=100)
+    b.add_argument("--out", default="out/bench")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+        if args.db:
+            settings.store.path = args.db
+    except ChorusError as exc:
+        print(f"chorus: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.DEBUG if args.verbose else getattr(logging, settings.log_level),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from . import commands  # noqa: F401  (registers the subcommands)
+
+    try:
+        return COMMANDS[args.command](args, settings)
+    except ChorusError as exc:
+        log.debug("command failed", exc_info=True)
+        print(f"chorus: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("chorus: interrupted", file=sys.stderr)
+        return 130
+
+
+@command("config-example")
+def _config_example(args: argparse.Namespace, settings: Settings) -> int:
+    sys.stdout.write(example_toml())
+    return 0

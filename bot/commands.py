@@ -1,0 +1,147 @@
+"""CLI subcommand implementations (registered into ``bot.cli.COMMANDS``)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from memory.datasets import load_dataset
+from memory.errors import ChorusError
+from memory.store import Store
+
+from .app import Bot, load_embedder_from, parse_scope
+from .cli import command
+from .config import Settings
+
+
+def open_store(settings: Settings, *, embed: bool = True) -> Store:
+    embedder = load_embedder_from(settings) if embed else None
+    return Store(Path(settings.store.path).expanduser(), embedder=embedder,
+                 idle_gap_s=settings.store.idle_gap_minutes * 60)
+
+
+@command("console")
+def console(args: argparse.Namespace, settings: Settings) -> int:
+    from adapters.console import ConsoleChat
+
+    bot = Bot(settings)
+    try:
+        chat = ConsoleChat(bot, channel=args.channel)
+        if settings.console.demo and not args.no_demo:
+            n = chat.load_demo()
+            if n:
+                chat.say(f"(loaded a {n}-message demo conversation into #{args.channel}; try "
+                         f"“@{settings.console.bot_name} where are we having dinner?”)")
+        return chat.run()
+    finally:
+        bot.close()
+
+
+@command("ingest")
+def ingest(args: argparse.Namespace, settings: Settings) -> int:
+    conversations = load_dataset(args.format, args.file)
+    messages = [m for c in conversations for m in c.messages]
+    store = open_store(settings, embed=not args.no_embed)
+    try:
+        with tqdm(total=len(messages), desc="ingest", unit="msg", file=sys.stderr) as bar:
+            result = store.ingest(messages, embed=not args.no_embed, batch_size=256, progress=bar.update)
+    finally:
+        store.close()
+    print(f"imported {result.inserted} messages ({result.duplicates} already stored, {result.skipped} from "
+          f"opted-out channels, {result.embedded} embedded) into {settings.store.path}")
+    return 0
+
+
+@command("embed")
+def embed(args: argparse.Namespace, settings: Settings) -> int:
+    store = open_store(settings)
+    try:
+        with tqdm(total=store.pending_embeddings(), desc="embed", unit="msg", file=sys.stderr) as bar:
+            done = store.embed_pending(progress=bar.update)
+    finally:
+        store.close()
+    print(f"embedded {done} messages")
+    return 0
+
+
+@command("ask")
+def ask(args: argparse.Namespace, settings: Settings) -> int:
+    bot = Bot(settings)
+    try:
+        print(bot.ask(parse_scope(args.scope), args.question).text)
+    finally:
+        bot.close()
+    return 0
+
+
+@command("whosaid")
+def whosaid(args: argparse.Namespace, settings: Settings) -> int:
+    bot = Bot(settings, load_models=False)
+    try:
+        print(bot.whosaid(parse_scope(args.scope), args.phrase).text)
+    finally:
+        bot.close()
+    return 0
+
+
+@command("status")
+def status(args: argparse.Namespace, settings: Settings) -> int:
+    bot = Bot(settings, load_models=False)
+    try:
+        print(bot.status().text)
+    finally:
+        bot.close()
+    return 0
+
+
+@command("scopes")
+def scopes(args: argparse.Namespace, settings: Settings) -> int:
+    store = open_store(settings, embed=False)
+    try:
+        for s in store.scopes():
+            print(f"{s.platform}:{s.workspace}:{s.channel}\t{store.count_messages(s.id)} messages"
+                  f"{'  (opted out)' if s.opted_out else ''}")
+    finally:
+        store.close()
+    return 0
+
+
+@command("migrate")
+def migrate_cmd(args: argparse.Namespace, settings: Settings) -> int:
+    from memory import migrate
+    from memory.db import connect
+
+    conn = connect(Path(settings.store.path).expanduser())
+    try:
+        ran = migrate.migrate(conn)
+    finally:
+        conn.close()
+    print("applied: " + (", ".join(ran) if ran else "nothing (already at the latest schema)"))
+    return 0
+
+
+@command("eval")
+def eval_cmd(args: argparse.Namespace, settings: Settings) -> int:
+    if args.eval_kind == "retrieval":
+        from memory.eval.report import write_json
+        from memory.eval.retrieval import evaluate_retrieval
+
+        report = evaluate_retrieval(args.dataset, data=args.data, embedder=load_embedder_from(settings),
+                                    limit_conversations=args.limit)
+        md = report.to_markdown()
+        out = Path(args.out)
+        write_json(out / f"retrieval-{args.dataset}.json", report.to_json())
+        (out / f"retrieval-{args.dataset}.md").write_text(md + "\n", "utf-8")
+        print(md)
+        print(f"\nwritten to {out}/retrieval-{args.dataset}.json and .md ({report.seconds:.0f} s)")
+        return 0
+    raise ChorusError(f"unknown evaluation {args.eval_kind}")
+
+
+@command("bench")
+def bench_cmd(args: argparse.Namespace, settings: Settings) -> int:
+    from memory.bench import run_bench
+
+    return run_bench(args, settings)

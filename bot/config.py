@@ -1,0 +1,188 @@
+"""One settings model, loaded from TOML; secrets come only from environment variables.
+
+Every field carries a description; ``config.example.toml`` is generated from this
+model (``chorus config-example``) and a test keeps the two in step.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memory.errors import ConfigError
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StoreSettings(Section):
+    path: str = Field("data/chorus.db", description="SQLite file that holds all memory (created if missing).")
+    idle_gap_minutes: float = Field(30.0, gt=0, description="A silence longer than this starts a new session.")
+
+
+class EmbeddingSettings(Section):
+    backend: Literal["minilm", "gguf"] = Field(
+        "minilm", description="'minilm': all-MiniLM-L6-v2 shipped on PyPI, run in numpy; 'gguf': any GGUF "
+        "embedding model run by llama.cpp.")
+    model_path: str = Field("", description="GGUF embedding model file (backend 'gguf' only).")
+    n_gpu_layers: int = Field(0, ge=-1, description="Layers to offload to a GPU for the GGUF embedder (-1 = all).")
+    n_threads: int = Field(0, ge=0, description="CPU threads for the GGUF embedder (0 = llama.cpp default).")
+
+
+class LLMSettings(Section):
+    backend: Literal["llama", "openai"] = Field(
+        "llama", description="'llama': a local GGUF through llama-cpp-python; 'openai': an OpenAI-compatible "
+        "HTTP server (llama.cpp server, vLLM, Ollama).")
+    model_path: str = Field("", description="GGUF model file; empty uses the embedded default shipped on PyPI "
+                            "(Gemma 3 270M, Q4_K_M).")
+    n_ctx: int = Field(4096, ge=512, description="Context window in tokens.")
+    n_gpu_layers: int = Field(0, ge=-1, description="Layers offloaded to a GPU (-1 = all; needs a CUDA build, "
+                              "see README).")
+    n_threads: int = Field(0, ge=0, description="CPU threads for generation (0 = llama.cpp default).")
+    seed: int = Field(0, description="Sampling seed, for repeatable output.")
+    base_url: str = Field("", description="Base URL of the OpenAI-compatible server (backend 'openai').")
+    model: str = Field("", description="Model name sent to the OpenAI-compatible server.")
+    api_key_env: str = Field("", description="Name of the environment variable holding that server's API key.")
+
+
+class WriterSettings(Section):
+    enabled: bool = Field(True, description="Run the memory writer on a schedule.")
+    interval_seconds: int = Field(60, ge=5, description="How often pending writer windows are looked for.")
+    window_messages: int = Field(25, ge=1, le=200, description="Most new messages in one writer window.")
+    max_failures: int = Field(3, ge=1, description="A window failing this many times is quarantined.")
+    grounding_threshold: float = Field(0.5, ge=0, le=1, description="Least share of a record's content words "
+                                       "that must appear in one source message for it to be accepted.")
+    max_new_tokens: int = Field(768, ge=64, description="Generation budget for one window's actions.")
+    heads_token_budget: int = Field(800, ge=0, description="Tokens of existing memory shown to the writer.")
+
+
+class PersonaSettings(Section):
+    name: str = Field("Chorus", description="The bot's name, as it introduces itself.")
+    description: str = Field("the group's attentive, even-handed memory keeper",
+                             description="Who the persona is, in a phrase.")
+    voice: str = Field("warm, brief and plain-spoken", description="How the persona talks.")
+    cares_about: str = Field("keeping everyone's views straight and remembering what the group decided",
+                             description="What the persona pays attention to (drives persona insights).")
+    insights: bool = Field(True, description="Write persona-conditioned insights from committed facts.")
+
+
+class SearchSettings(Section):
+    recall_pool: int = Field(40, ge=1, le=500, description="Candidates each retriever contributes before fusion.")
+    top_k: int = Field(10, ge=1, le=100, description="Messages kept after fusion.")
+    neighbours: int = Field(1, ge=0, le=5, description="Turns added before and after each hit for context.")
+
+
+class AnswerSettings(Section):
+    max_chars: int = Field(1800, ge=200, description="Longest answer posted to chat; longer ones are cut.")
+    evidence_token_budget: int = Field(1500, ge=200, description="Token budget of the evidence pack.")
+    max_new_tokens: int = Field(160, ge=16, description="Generation budget of one answer.")
+
+
+class ScopeSettings(Section):
+    links: list[list[str]] = Field(
+        default_factory=list, description="Groups of scopes that may see each other's memory, each scope "
+        "written 'platform:workspace:channel'. Empty: every channel sees only itself.")
+    default_opt_in: bool = Field(True, description="Whether new channels are remembered until an admin opts "
+                                 "them out.")
+
+
+class ConsoleSettings(Section):
+    bot_name: str = Field("chorus", description="Name to @mention in the console chat.")
+    demo: bool = Field(True, description="Preload the short demo conversation into an empty console channel.")
+
+
+class DiscordSettings(Section):
+    enabled: bool = Field(False, description="Connect to Discord.")
+    token_env: str = Field("DISCORD_TOKEN", description="Environment variable holding the bot token.")
+    ignore_other_bots: bool = Field(True, description="Do not remember messages from other bots.")
+
+
+class SlackSettings(Section):
+    enabled: bool = Field(False, description="Connect to Slack.")
+    mode: Literal["socket", "http"] = Field("socket", description="'socket' (Socket Mode) or 'http' (Events API).")
+    bot_token_env: str = Field("SLACK_BOT_TOKEN", description="Environment variable holding the xoxb- bot token.")
+    app_token_env: str = Field("SLACK_APP_TOKEN", description="Environment variable holding the xapp- token "
+                               "(Socket Mode).")
+    signing_secret_env: str = Field("SLACK_SIGNING_SECRET", description="Environment variable holding the "
+                                    "signing secret (HTTP mode).")
+    port: int = Field(3000, ge=1, le=65535, description="Port for HTTP mode.")
+
+
+class Settings(Section):
+    store: StoreSettings = Field(default_factory=StoreSettings, description="Where memory is kept.")
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings, description="Sentence embeddings.")
+    llm: LLMSettings = Field(default_factory=LLMSettings, description="The local language model.")
+    writer: WriterSettings = Field(default_factory=WriterSettings, description="The memory writer.")
+    persona: PersonaSettings = Field(default_factory=PersonaSettings, description="The bot's persona.")
+    search: SearchSettings = Field(default_factory=SearchSettings, description="Track 1 retrieval.")
+    answer: AnswerSettings = Field(default_factory=AnswerSettings, description="Answers in chat.")
+    scopes: ScopeSettings = Field(default_factory=ScopeSettings, description="Memory scopes.")
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings, description="The terminal group chat.")
+    discord: DiscordSettings = Field(default_factory=DiscordSettings, description="Discord adapter.")
+    slack: SlackSettings = Field(default_factory=SlackSettings, description="Slack adapter.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Logging level.")
+
+    def secret(self, env_name: str) -> str:
+        """Read a secret from the environment; raise a clear error naming the variable."""
+        if not env_name:
+            raise ConfigError("no environment variable is configured for this secret")
+        value = os.environ.get(env_name, "")
+        if not value:
+            raise ConfigError(f"the environment variable {env_name} is not set; export it before starting")
+        return value
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Settings from ``path`` (or ``$CHORUS_CONFIG``, or ./config.toml if present, else defaults)."""
+    chosen = path or os.environ.get("CHORUS_CONFIG")
+    if chosen is None and Path("config.toml").exists():
+        chosen = "config.toml"
+    if chosen is None:
+        return Settings()
+    file = Path(chosen)
+    if not file.exists():
+        raise ConfigError(f"config file {file} does not exist; copy config.example.toml to start one")
+    try:
+        data = tomllib.loads(file.read_text("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {file} is not valid TOML: {exc}") from exc
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"config file {file} has invalid settings: {problems}") from exc
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def example_toml() -> str:
+    """The documented example configuration, generated from the model."""
+    lines = ["# Chorus configuration. Every setting is shown with its default.",
+             "# Secrets are never written here: each *_env setting names an environment variable.", ""]
+    defaults = Settings()
+    for name, field in Settings.model_fields.items():
+        value = getattr(defaults, name)
+        if not isinstance(value, BaseModel):
+            lines += [f"# {field.description}", f"{name} = {_toml_value(value)}", ""]
+    for name, field in Settings.model_fields.items():
+        value = getattr(defaults, name)
+        if isinstance(value, BaseModel):
+            lines += [f"# {field.description}", f"[{name}]"]
+            for sub, subfield in type(value).model_fields.items():
+                lines += [f"# {subfield.description}", f"{sub} = {_toml_value(getattr(value, sub))}"]
+            lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""``chorus bench ingest``: messages/s into the store, with and without embeddings.
+
+Baselines in the same run on the same messages: building a rank-bm25 index, and
+embedding alone (what a numpy brute-force index must pay before it can search).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..store import Store
+from . import synthetic
+from .common import peak_rss_mib, percentiles, save, timed
+
+_TOKEN = re.compile(r"\w+")
+
+
+def main(args: argparse.Namespace, settings: object) -> int:
+    from bot.app import load_embedder_from
+
+    n_bulk = int(args.messages)
+    n_embed = int(args.embedded_messages)
+    results: dict = {"messages_bulk": n_bulk, "messages_embedded": n_embed}
+    print(f"generating {n_bulk + n_embed} synthetic messages...", file=sys.stderr)
+    bulk = list(synthetic.history(n_bulk, seed=7))
+    live = list(synthetic.history(n_embed, seed=8, workspace="w2"))
+    embedder = load_embedder_from(settings)  # type: ignore[arg-type]
+    embedder.embed(["warm up the model"])
+    with tempfile.TemporaryDirectory(prefix="chorus-bench-") as tmp:
+        store = Store(Path(tmp) / "bench.db", embedder=embedder)
+        with tqdm(total=n_bulk, desc="bulk import (no embeddings)", unit="msg", file=sys.stderr) as bar:
+            _, secs = timed(store.ingest, bulk, embed=False, batch_size=2000, progress=bar.update)
+        results["bulk_import_msgs_per_s"] = round(n_bulk / secs, 1)
+
+        with tqdm(total=n_embed, desc="ingest with embeddings", unit="msg", file=sys.stderr) as bar:
+            _, secs = timed(store.ingest, live, embed=True, batch_size=64, progress=bar.update)
+        results["ingest_with_embeddings_msgs_per_s"] = round(n_embed / secs, 1)
+
+        # One live event at a time (what an adapter does): p50/p95 latency per event.
+        events = list(synthetic.history(300, seed=9, workspace="w3"))
+        lat = []
+        for m in tqdm(events, desc="single events", unit="msg", file=sys.stderr):
+            _, s = timed(store.ingest_one, m, embed=True)
+            lat.append(s)
+        results["event_ingest_latency"] = percentiles(lat)
+        store.close()
+
+    # Baselines over the same messages.
+    from rank_bm25 import BM25Okapi
+
+    _, secs = timed(lambda: BM25Okapi([_TOKEN.findall(m.text.lower()) or ["_"] for m in bulk]))
+    results["baseline_rank_bm25_index_msgs_per_s"] = round(n_bulk / secs, 1)
+    texts = [m.text for m in live]
+    _, secs = timed(embedder.embed, texts)
+    results["baseline_embed_only_msgs_per_s"] = round(n_embed / secs, 1)
+    results["peak_rss_mib"] = round(peak_rss_mib(), 1)
+    path = save(args.out, "ingest", results)
+    print(f"""
+| measure | Chorus | baseline (same data, same run) |
+|---|---|---|
+| bulk import, no embeddings | {results['bulk_import_msgs_per_s']:,.0f} msg/s | rank-bm25 index build {results['baseline_rank_bm25_index_msgs_per_s']:,.0f} msg/s |
+| ingest with embeddings | {results['ingest_with_embeddings_msgs_per_s']:,.0f} msg/s | embedding alone (numpy index) {results['baseline_embed_only_msgs_per_s']:,.0f} msg/s |
+| one live event (p50 / p95) | {results['event_ingest_latency']['p50_ms']} / {results['event_ingest_latency']['p95_ms']} ms | |
+| peak RSS | {results['peak_rss_mib']:.0f} MiB | |
+
+written to {path}""")
+    return 0

@@ -1,0 +1,46 @@
+"""A small, named error hierarchy.
+
+Boundaries (CLI, event handlers, scheduled jobs) catch ``ChorusError`` and show
+``str(err)``; every message says what went wrong and what to do about it.
+"""
+from __future__ import annotations
+
+
+class ChorusError(Exception):
+    """Base class for every error Chorus raises on purpose."""
+
+
+class ConfigError(ChorusError):
+    """The configuration file or environment is invalid."""
+
+
+class InputError(ChorusError):
+    """User or platform input was rejected (nothing was stored)."""
+
+
+class StoreError(ChorusError):
+    """The SQLite store could not be opened, migrated or written."""
+
+
+class EmbeddingError(ChorusError):
+    """The embedding model is missing or failed."""
+
+
+class ModelError(ChorusError):
+    """The language model is missing, failed to load, or failed to generate."""
+
+
+class ModelOutputError(ModelError):
+    """The model produced output that does not meet its contract.
+
+    ``raw`` keeps the offending text so the operator can read it.
+    """
+
+    def __init__(self, reason: str, raw: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.raw = raw
+
+
+class DatasetError(ChorusError):
+    """An evaluation or import file does not have the expected format."""

@@ -1,0 +1,1 @@
+"""Evaluation on real conversation data: retrieval, writer and answers."""

@@ -1,0 +1,135 @@
+"""Evidence recall@k of Track 1 retrieval on LoCoMo, SocialMemBench and FriendsQA.
+
+Each conversation goes into a fresh store through the normal ingest path; every
+question with gold evidence is searched by each system, and recall@k is the share
+of its gold evidence messages among the first k retrieved. Systems run side by
+side in one pass so they see identical data.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from tqdm import tqdm
+
+from ..datasets import Conversation, load_dataset
+from ..embeddings.base import Embedder
+from ..search import Searcher
+from ..store import Store
+from .report import markdown_table, mean
+
+KS = (5, 10, 20)
+
+# A system maps (searcher, scope ids, question text, k) to retrieved msg_ids, best first.
+System = Callable[[Searcher, list[int], str, int], list[str]]
+
+
+def track1(mode: str) -> System:
+    def run(searcher: Searcher, scope_ids: list[int], question: str, k: int) -> list[str]:
+        return [h.message.msg_id for h in searcher.search(scope_ids, question, k=k, mode=mode)]  # type: ignore[arg-type]
+    return run
+
+
+TRACK1_SYSTEMS: dict[str, System] = {"bm25": track1("bm25"), "dense": track1("dense"), "hybrid": track1("hybrid")}
+
+
+@dataclass
+class RetrievalReport:
+    dataset: str
+    systems: list[str]
+    ks: tuple[int, ...]
+    questions: int = 0
+    conversations: int = 0
+    skipped_no_evidence: int = 0
+    # scores[system][category][k] -> list of per-question recalls
+    scores: dict[str, dict[str, dict[int, list[float]]]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def add(self, system: str, category: str, k: int, value: float) -> None:
+        cats = self.scores.setdefault(system, {})
+        for cat in (category, "overall"):
+            cats.setdefault(cat, {}).setdefault(k, []).append(value)
+
+    def recall(self, system: str, category: str, k: int) -> float:
+        return 100.0 * mean(self.scores.get(system, {}).get(category, {}).get(k, []))
+
+    def categories(self) -> list[str]:
+        first = next(iter(self.scores.values()), {})
+        return sorted((c for c in first if c != "overall"), key=_cat_key) + ["overall"]
+
+    def count(self, category: str) -> int:
+        first = next(iter(self.scores.values()), {})
+        return len(first.get(category, {}).get(self.ks[0], []))
+
+    def to_json(self) -> dict:
+        return {
+            "dataset": self.dataset, "conversations": self.conversations, "questions": self.questions,
+            "skipped_no_evidence": self.skipped_no_evidence, "seconds": round(self.seconds, 1),
+            "metric": "evidence recall@k (percent of gold evidence messages in the top k, mean over questions)",
+            "results": {s: {c: {f"recall@{k}": round(self.recall(s, c, k), 2) for k in self.ks} | {"n": self.count(c)}
+                            for c in self.categories()} for s in self.systems},
+        }
+
+    def to_markdown(self) -> str:
+        headers = ["category", "n"] + [f"{s} @{k}" for k in self.ks for s in self.systems]
+        rows = []
+        for cat in self.categories():
+            rows.append([cat, self.count(cat)] + [self.recall(s, cat, k) for k in self.ks for s in self.systems])
+        title = (f"### Evidence recall@k on {self.dataset} ({self.conversations} conversations, "
+                 f"{self.questions} questions)\n\n")
+        return title + markdown_table(headers, rows)
+
+
+def _cat_key(cat: str) -> tuple:
+    digits = "".join(ch for ch in cat if ch.isdigit())
+    return (0, int(digits), cat) if digits else (1, 0, cat)
+
+
+def recall_at(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
+    wanted = set(gold)
+    if not wanted:
+        raise ValueError("recall is undefined without gold evidence")
+    return len(wanted & set(retrieved[:k])) / len(wanted)
+
+
+def evaluate_retrieval(dataset: str, *, data: str | Path | None = None, embedder: Embedder | None,
+                       systems: dict[str, System] | None = None, ks: tuple[int, ...] = KS,
+                       limit_conversations: int | None = None, progress: bool = True,
+                       prepare: Callable[[Store, Conversation], object] | None = None) -> RetrievalReport:
+    """Score each system on every question with gold evidence, one fresh store per conversation."""
+    systems = systems or dict(TRACK1_SYSTEMS)
+    if embedder is None:
+        systems = {n: s for n, s in systems.items() if n == "bm25"}
+    conversations = load_dataset(dataset, data)[:limit_conversations]
+    report = RetrievalReport(dataset, list(systems), ks)
+    started = time.perf_counter()
+    total_q = sum(len(c.questions) for c in conversations)
+    bar = tqdm(total=total_q, desc=f"eval retrieval {dataset}", unit="q", disable=not progress)
+    with tempfile.TemporaryDirectory(prefix="chorus-eval-") as tmp:
+        for n, conv in enumerate(conversations):
+            store = Store(Path(tmp) / f"conv{n}.db", embedder=embedder, idle_gap_s=3600)
+            try:
+                store.ingest(conv.messages, embed=embedder is not None)
+                if prepare is not None:
+                    prepare(store, conv)
+                scope_ids = [s.id for s in store.scopes()]
+                searcher = Searcher(store)
+                report.conversations += 1
+                for q in conv.questions:
+                    bar.update(1)
+                    if not q.evidence:
+                        report.skipped_no_evidence += 1
+                        continue
+                    report.questions += 1
+                    for name, system in systems.items():
+                        retrieved = system(searcher, scope_ids, q.question, max(ks))
+                        for k in ks:
+                            report.add(name, q.category, k, recall_at(retrieved, q.evidence, k))
+            finally:
+                store.close()
+    bar.close()
+    report.seconds = time.perf_counter() - started
+    return report

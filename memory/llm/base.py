@@ -1,0 +1,87 @@
+"""The language-model protocol the writer and the answer path rely on.
+
+Every backend (local llama.cpp, an OpenAI-compatible server, the scripted fake
+used in tests) returns a ``Completion`` with token counts and timings, so the
+callers can budget prompts and the benchmarks can report speed the same way
+whatever runs underneath.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+#: Who is asking. Interactive calls (a person waiting for an answer) jump ahead
+#: of queued background calls (the memory writer); see ``ModelGate``.
+Priority = Literal["interactive", "background"]
+INTERACTIVE: Priority = "interactive"
+BACKGROUND: Priority = "background"
+PRIORITIES: tuple[str, ...] = (INTERACTIVE, BACKGROUND)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One finished generation, with what it cost.
+
+    ``prompt_seconds`` covers evaluating the prompt tokens that were not already
+    in the cache (``reused_prompt_tokens`` says how many were); ``gen_seconds``
+    covers producing the completion tokens.
+    """
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_seconds: float
+    gen_seconds: float
+    total_seconds: float
+    finish_reason: str  # "stop" (EOS or a stop string) or "length" (hit max_tokens)
+    model: str
+    reused_prompt_tokens: int = 0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Generation speed; 0.0 when nothing was generated or no time was measured."""
+        if self.completion_tokens <= 0 or self.gen_seconds <= 0:
+            return 0.0
+        return self.completion_tokens / self.gen_seconds
+
+    @property
+    def truncated(self) -> bool:
+        """True when generation stopped because it ran out of ``max_tokens``."""
+        return self.finish_reason == "length"
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A text-completion model (raw prompt in, text out; no chat template)."""
+
+    name: str
+    n_ctx: int
+
+    def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        json_schema: dict | None = None,
+        stop: list[str] | None = None,
+        priority: str = "background",
+    ) -> Completion:
+        """Continue ``prompt``.
+
+        With ``json_schema`` the output is constrained to that schema and the
+        returned text is guaranteed to parse as JSON; otherwise the call raises
+        ``ModelOutputError`` (usually because ``max_tokens`` cut it short).
+        """
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens ``text`` takes in this model's vocabulary (no BOS)."""
+        ...
+
+
+def check_priority(priority: str) -> str:
+    """Reject typos early: an unknown priority would silently queue wrongly."""
+    if priority not in PRIORITIES:
+        raise ValueError(f"priority must be one of {PRIORITIES}, got {priority!r}")
+    return priority

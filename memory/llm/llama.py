@@ -1,0 +1,323 @@
+"""A local GGUF model run in-process through llama.cpp (llama-cpp-python).
+
+Design points:
+- Loading is lazy (first call) so importing Chorus or building the config never
+  pays for the model; ``load()`` forces it at startup when an early failure is
+  wanted.
+- Prompts are raw text (the default model is a base model with no chat template).
+- Successive prompts usually share a long prefix (instructions, examples). The
+  Llama object keeps the KV cache of the previous call and only evaluates the
+  tokens after the longest common prefix. Gemma 3 uses sliding-window attention,
+  whose trimmed KV cache cannot be rolled back safely, so the context is created
+  with ``swa_full=True`` (a full-size window cache: about 18 KB a token for the
+  270M model) to make that reuse correct.
+- ``json_schema`` output is constrained by a GBNF grammar built from the schema;
+  the grammars are cached because converting the schema is pure overhead.
+- Every call goes through a ``ModelGate`` so interactive questions overtake
+  queued background work and the non-thread-safe context is never shared.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelError, ModelOutputError
+from .base import Completion, check_priority
+from .gate import ModelGate
+
+SETUP_HINT = "run scripts/setup.sh (it builds llama-cpp-python with CPU flags that are safe on this machine)"
+CONFIG_KEY = "llm.model_path"
+GGUF_MAGIC = b"GGUF"
+_GRAMMAR_CACHE_SIZE = 64
+
+
+def _default_threads() -> int:
+    """Use every core we may run on; llama-cpp-python's default (half) wastes a 2-core box."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _common_prefix(a: Any, b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class LlamaCppLLM:
+    """The default backend: one GGUF model, shared by all callers through a gate."""
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        n_ctx: int = 4096,
+        n_gpu_layers: int = 0,
+        n_threads: int | None = None,
+        seed: int = 0,
+        n_batch: int = 512,
+        verbose: bool = False,
+        *,
+        swa_full: bool = True,
+        gate: ModelGate | None = None,
+    ) -> None:
+        self.model_path = Path(model_path).expanduser()
+        self.name = self.model_path.stem
+        self.n_ctx = n_ctx
+        self.n_gpu_layers = n_gpu_layers
+        self.n_threads = n_threads or _default_threads()
+        self.seed = seed
+        self.n_batch = n_batch
+        self.verbose = verbose
+        self.swa_full = swa_full
+        self.gate = gate or ModelGate()
+        self._llama: Any = None
+        self._llama_cpp: Any = None
+        self._load_lock = threading.Lock()
+        self._grammar_lock = threading.Lock()
+        self._grammars: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ loading
+
+    @property
+    def loaded(self) -> bool:
+        return self._llama is not None
+
+    def load(self) -> None:
+        """Load the model now (idempotent); raises ModelError saying what to fix."""
+        if self._llama is not None:
+            return
+        with self._load_lock:
+            if self._llama is not None:
+                return
+            self._check_file()
+            llama_cpp = self._import_llama_cpp()
+            try:
+                llama = llama_cpp.Llama(
+                    model_path=str(self.model_path),
+                    n_ctx=self.n_ctx,
+                    n_gpu_layers=self.n_gpu_layers,
+                    n_threads=self.n_threads,
+                    n_threads_batch=self.n_threads,
+                    n_batch=self.n_batch,
+                    n_ubatch=self.n_batch,
+                    seed=self.seed,
+                    swa_full=self.swa_full,
+                    verbose=self.verbose,
+                )
+            except (ValueError, RuntimeError, OSError) as err:
+                raise ModelError(
+                    f"could not load {self.model_path} as a GGUF model ({err}); the file is probably "
+                    f"corrupt or truncated, or made for a newer llama.cpp. Re-download it or set "
+                    f"{CONFIG_KEY} to a working GGUF file"
+                ) from None
+            self._llama_cpp = llama_cpp
+            self._llama = llama
+
+    def _check_file(self) -> None:
+        path = self.model_path
+        if not path.is_file():
+            what = "is a directory, not a model file" if path.is_dir() else "does not exist"
+            raise ModelError(
+                f"model file {path} {what}; set {CONFIG_KEY} to a GGUF file, "
+                f"or leave it empty to use the shipped default model"
+            )
+        try:
+            with path.open("rb") as handle:
+                magic = handle.read(4)
+        except OSError as err:
+            raise ModelError(f"cannot read model file {path}: {err}; check {CONFIG_KEY} and file permissions") from None
+        if magic != GGUF_MAGIC:
+            raise ModelError(
+                f"{path} is not a GGUF model file (it starts with {magic!r}, not {GGUF_MAGIC!r}); "
+                f"it may be corrupt or in another format. Set {CONFIG_KEY} to a .gguf file"
+            )
+
+    @staticmethod
+    def _import_llama_cpp() -> Any:
+        try:
+            import llama_cpp
+        except ImportError as err:
+            raise ModelError(f"llama-cpp-python is not installed ({err}); {SETUP_HINT}") from None
+        except OSError as err:  # the shared library is there but will not load
+            raise ModelError(f"llama-cpp-python is installed but its library failed to load ({err}); {SETUP_HINT}") from None
+        return llama_cpp
+
+    def close(self) -> None:
+        """Free the model's memory; the next call loads it again."""
+        with self.gate.hold("interactive"):  # never pull the model from under a running call
+            with self._load_lock:
+                if self._llama is not None:
+                    self._llama.close()
+                    self._llama = None
+
+    # ---------------------------------------------------------------- helpers
+
+    def _loaded(self) -> Any:
+        """The Llama object, loading it again if ``close()`` ran meanwhile (call under the gate)."""
+        self.load()
+        return self._llama
+
+    @staticmethod
+    def _tokenize_prompt(llama: Any, prompt: str) -> list[int]:
+        # Exactly how create_completion tokenizes, so counts and prefix reuse agree.
+        return llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as it would appear inside a prompt (no BOS)."""
+        # Tokenizing only reads the vocabulary, which llama.cpp allows alongside a
+        # running generation, so prompt budgeting never queues at the gate.
+        self.load()
+        llama = self._llama
+        return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def _grammar(self, schema: dict) -> Any:
+        key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+        with self._grammar_lock:
+            grammar = self._grammars.get(key)
+            if grammar is None:
+                try:
+                    grammar = self._llama_cpp.LlamaGrammar.from_json_schema(key, verbose=self.verbose)
+                except Exception as err:  # the converter raises bare Exceptions
+                    raise ModelError(f"cannot turn this JSON schema into a grammar: {err}") from None
+                if len(self._grammars) >= _GRAMMAR_CACHE_SIZE:
+                    self._grammars.pop(next(iter(self._grammars)))
+                self._grammars[key] = grammar
+            return grammar
+
+    @staticmethod
+    def _reusable_prefix(llama: Any, tokens: list[int]) -> int:
+        """How many prompt tokens llama.cpp will take from the KV cache (mirrors Llama.generate)."""
+        try:
+            cached = int(llama.n_tokens)
+            if cached == 0:
+                return 0
+            common = _common_prefix(llama.input_ids[:cached], tokens)
+        except (AttributeError, TypeError):
+            return 0
+        if common == len(tokens):
+            exact = cached == len(tokens) and not getattr(llama, "_requires_eval", True)
+            return common if exact else common - 1
+        return common
+
+    def _perf_reset(self, llama: Any) -> None:
+        self._llama_cpp.llama_perf_context_reset(llama.ctx)
+
+    def _perf_prompt_seconds(self, llama: Any) -> float:
+        """Time llama.cpp spent on batched prompt evaluation since the last reset."""
+        return self._llama_cpp.llama_perf_context(llama.ctx).t_p_eval_ms / 1000.0
+
+    # ------------------------------------------------------------- generation
+
+    def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        json_schema: dict | None = None,
+        stop: list[str] | None = None,
+        priority: str = "background",
+    ) -> Completion:
+        """Continue ``prompt``; with ``json_schema`` the text is valid JSON or this raises."""
+        check_priority(priority)
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+        self.load()  # a slow first load should not hold the gate
+        grammar = self._grammar(json_schema) if json_schema is not None else None
+        with self.gate.hold(priority):
+            llama = self._loaded()
+            tokens = self._tokenize_prompt(llama, prompt)
+            if len(tokens) >= self.n_ctx:
+                raise ModelError(
+                    f"prompt is {len(tokens)} tokens but the context window is {self.n_ctx}; "
+                    f"shorten the prompt or raise llm.n_ctx"
+                )
+            reused = self._reusable_prefix(llama, tokens)
+            self._perf_reset(llama)
+            started = time.perf_counter()
+            try:
+                result = llama.create_completion(
+                    prompt,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    stop=list(stop) if stop else [],
+                    grammar=grammar,
+                    seed=self.seed,
+                    stream=False,
+                )
+            except (ValueError, RuntimeError) as err:
+                raise ModelError(f"{self.name}: generation failed: {err}") from None
+            total = time.perf_counter() - started
+            prompt_seconds = min(self._perf_prompt_seconds(llama), total)
+
+        choice = result["choices"][0]
+        text: str = choice["text"]
+        finish = choice.get("finish_reason") or "stop"
+        usage = result.get("usage") or {}
+        if json_schema is not None:
+            try:
+                json.loads(text)
+            except ValueError as err:
+                reason = (
+                    f"JSON output was cut off at max_tokens={max_tokens}; raise max_tokens or tighten the schema"
+                    if finish == "length"
+                    else f"output does not parse as JSON ({err})"
+                )
+                raise ModelOutputError(f"{self.name}: {reason}", raw=text) from None
+        return Completion(
+            text=text,
+            prompt_tokens=int(usage.get("prompt_tokens", len(tokens))),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            prompt_seconds=prompt_seconds,
+            gen_seconds=max(total - prompt_seconds, 0.0),
+            total_seconds=total,
+            finish_reason=finish,
+            model=self.name,
+            reused_prompt_tokens=max(reused, 0),
+        )
+
+    def raw_generate_speed(self, prompt: str, n_tokens: int) -> Completion:
+        """Generate exactly ``n_tokens`` greedily with llama.cpp directly, for benchmarks.
+
+        No grammar, no stop strings, no end-of-text check and a cold KV cache, so
+        the figure is what llama-cpp-python itself manages on this machine. The gate
+        is still taken (the context must not be used by two threads) but waiting
+        for it is not timed.
+        """
+        if n_tokens < 1:
+            raise ValueError("n_tokens must be at least 1")
+        self.load()
+        with self.gate.hold("background"):
+            llama = self._loaded()
+            tokens = self._tokenize_prompt(llama, prompt)
+            if len(tokens) + n_tokens > self.n_ctx:
+                raise ModelError(f"prompt plus {n_tokens} tokens does not fit in n_ctx={self.n_ctx}")
+            llama.reset()
+            self._perf_reset(llama)
+            generated: list[int] = []
+            started = time.perf_counter()
+            for token in llama.generate(tokens, temp=0.0, reset=True):
+                generated.append(token)
+                if len(generated) >= n_tokens:
+                    break
+            total = time.perf_counter() - started
+            prompt_seconds = min(self._perf_prompt_seconds(llama), total)
+            text = llama.detokenize(generated, prev_tokens=tokens).decode("utf-8", "replace")
+        return Completion(
+            text=text,
+            prompt_tokens=len(tokens),
+            completion_tokens=len(generated),
+            prompt_seconds=prompt_seconds,
+            gen_seconds=max(total - prompt_seconds, 0.0),
+            total_seconds=total,
+            finish_reason="length",
+            model=self.name,
+        )

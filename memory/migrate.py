@@ -1,0 +1,91 @@
+"""Ordered, named schema migrations recorded in a table.
+
+Each file in the ``migrations`` package (``NNNN_name.sql``) runs once, inside its
+own transaction, and is recorded in ``_migrations``. A released migration is never
+edited: changes come as a new file.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from importlib import resources
+
+from .db import Connection, DatabaseError
+from .errors import StoreError
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    number: int
+    name: str
+    sql: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.number:04d}_{self.name}"
+
+
+def available() -> list[Migration]:
+    """All migrations shipped with this version, in order."""
+    found: list[Migration] = []
+    for entry in resources.files("migrations").iterdir():
+        match = _NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
+    found.sort(key=lambda m: m.number)
+    numbers = [m.number for m in found]
+    if len(set(numbers)) != len(numbers):
+        raise StoreError(f"two migrations share a number: {numbers}")
+    return found
+
+
+def applied(conn: Connection) -> list[str]:
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    return [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
+
+
+def migrate(conn: Connection) -> list[str]:
+    """Apply every pending migration; return the names applied now."""
+    done = set(applied(conn))
+    known = available()
+    unknown = done - {m.key for m in known}
+    if unknown:
+        raise StoreError(
+            f"the store was migrated by a newer Chorus ({sorted(unknown)}); upgrade Chorus to open it")
+    ran: list[str] = []
+    for mig in known:
+        if mig.key in done:
+            continue
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in split_statements(mig.sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO _migrations(name, applied_at) VALUES (?, ?)", (mig.key, time.time()))
+            conn.execute("COMMIT")
+        except DatabaseError as exc:
+            conn.execute("ROLLBACK")
+            raise StoreError(f"migration {mig.key} failed and was rolled back: {exc}") from exc
+        ran.append(mig.key)
+    return ran
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split a migration script into complete statements (triggers contain ';')."""
+    from .db import sqlite3
+
+    out: list[str] = []
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        if not buf and line.strip().startswith("--"):
+            continue
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        raise StoreError(f"incomplete SQL statement in migration: {buf.strip()[:80]}")
+    return out

@@ -1,0 +1,116 @@
+"""Hybrid search over Track 1: FTS5 BM25 and vector KNN fused by reciprocal rank.
+
+Every query is restricted to its scopes in SQL (the FTS scope tag, the vec0
+partition), never by filtering afterwards.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from . import ftsquery
+from .db import OperationalError
+from .errors import InputError
+from .models import SearchHit, StoredMessage
+from .store import Store
+from .vectors import VectorIndex
+
+Mode = Literal["hybrid", "bm25", "dense"]
+RRF_K = 60
+RECALL_POOL = 40
+
+
+@dataclass
+class Ranked:
+    id: int
+    score: float
+    bm25_rank: int | None = None
+    vector_rank: int | None = None
+
+
+def rrf(bm25_ids: list[int], vector_ids: list[int], *, k: int = RRF_K,
+        weights: tuple[float, float] = (1.0, 1.0)) -> list[Ranked]:
+    """Reciprocal rank fusion of two ranked id lists (best first)."""
+    fused: dict[int, Ranked] = {}
+    for rank, mid in enumerate(bm25_ids, 1):
+        r = fused.setdefault(mid, Ranked(mid, 0.0))
+        r.score += weights[0] / (k + rank)
+        r.bm25_rank = rank
+    for rank, mid in enumerate(vector_ids, 1):
+        r = fused.setdefault(mid, Ranked(mid, 0.0))
+        r.score += weights[1] / (k + rank)
+        r.vector_rank = rank
+    return sorted(fused.values(), key=lambda r: (-r.score, r.id))
+
+
+class Searcher:
+    """Track 1 retrieval: BM25, dense, hybrid, exact phrase and neighbour expansion."""
+
+    def __init__(self, store: Store, *, vectors: VectorIndex | None = None) -> None:
+        self.store = store
+        self.vectors = vectors or VectorIndex(store)
+
+    def bm25(self, scope_ids: list[int], text: str, limit: int = RECALL_POOL) -> list[tuple[int, float]]:
+        query = ftsquery.match_any(text)
+        if query is None or not scope_ids:
+            return []
+        with self.store.read() as conn:
+            try:
+                rows = conn.execute(
+                    "SELECT rowid, bm25(messages_fts, 1.0, 0.3, 0.0) AS score FROM messages_fts "
+                    "WHERE messages_fts MATCH ? ORDER BY score LIMIT ?",
+                    (ftsquery.scoped(query, scope_ids), int(limit))).fetchall()
+            except OperationalError as exc:  # should be impossible: every term is quoted
+                raise InputError(f"could not search for {text[:60]!r}: {exc}") from exc
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def dense(self, scope_ids: list[int], text: str, limit: int = RECALL_POOL) -> list[tuple[int, float]]:
+        embedder = self.store.embedder
+        if embedder is None or not text.strip() or not scope_ids:
+            return []
+        vec = embedder.embed([text])[0]
+        return self.vectors.knn(scope_ids, vec, limit)
+
+    def search(self, scope_ids: list[int], text: str, *, k: int = 10, mode: Mode = "hybrid",
+               pool: int = RECALL_POOL, exclude: set[int] | frozenset[int] = frozenset()) -> list[SearchHit]:
+        """Top-``k`` messages for ``text`` from a recall pool of ``pool`` per retriever.
+
+        ``exclude`` drops message ids (e.g. the question being answered) before the cut.
+        """
+        if mode not in ("hybrid", "bm25", "dense"):
+            raise InputError(f"unknown search mode {mode!r}; use hybrid, bm25 or dense")
+        lexical = self.bm25(scope_ids, text, pool) if mode in ("hybrid", "bm25") else []
+        semantic = self.dense(scope_ids, text, pool) if mode in ("hybrid", "dense") else []
+        fused = [r for r in rrf([i for i, _ in lexical], [i for i, _ in semantic]) if r.id not in exclude][:k]
+        messages = {m.id: m for m in self.store.messages([r.id for r in fused])}
+        return [SearchHit(messages[r.id], r.score, r.bm25_rank, r.vector_rank, mode)
+                for r in fused if r.id in messages]
+
+    def phrase(self, scope_ids: list[int], phrase: str, limit: int = 20) -> list[StoredMessage]:
+        """Messages containing ``phrase`` exactly (case-insensitive), oldest first: "who said ..."."""
+        query = ftsquery.match_phrase(phrase)
+        if query is None or not scope_ids:
+            return []
+        with self.store.read() as conn:
+            rows = conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT 2000",
+                                (ftsquery.scoped(query, scope_ids, columns="text"),)).fetchall()
+        found = self.store.messages([r[0] for r in rows])
+        needle = " ".join(phrase.casefold().split())
+        exact = [m for m in found if needle in " ".join(m.text.casefold().split())]
+        chosen = exact or found  # punctuation differences still count as the phrase
+        chosen.sort(key=lambda m: (m.ts, m.id))
+        return chosen[:limit]
+
+    def expand(self, hits: list[StoredMessage], *, before: int = 1, after: int = 1,
+               limit: int | None = None) -> list[StoredMessage]:
+        """Add neighbouring turns of each hit (same session), keeping hits' order and no duplicates."""
+        seen: set[int] = set()
+        out: list[StoredMessage] = []
+        for hit in hits:
+            for m in self.store.neighbours(hit, before, after):
+                if m.id not in seen:
+                    seen.add(m.id)
+                    out.append(m)
+            if limit is not None and len(out) >= limit:
+                break
+        return out

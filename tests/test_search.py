@@ -1,0 +1,100 @@
+"""Hybrid search: user text is always text, fusion, phrase lookup, neighbours, scope isolation."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from memory import ftsquery
+from memory.models import ScopeKey
+from memory.search import Searcher, rrf
+from tests.conftest import msg
+
+FTS_SYNTAX = ['"', '""', "NEAR(a b", "NEAR", "*", "-", ":", "a:b", "(", ")", "((", "a AND", "OR OR",
+              "NOT", "^start", "col:term", "{text}: x", "'", "\\", "a*", "-x", "+", "AND NOT OR", "\x00",
+              "'; DROP TABLE messages; --"]
+
+
+@pytest.fixture
+def populated(vstore):
+    lines = [
+        ("alice", "Let's go hiking at Mount Tam on Saturday morning"),
+        ("bob", "I can't, my sister's wedding is this weekend"),
+        ("carol", "The budget for the offsite is 5000 dollars"),
+        ("alice", "Remember to bring sunscreen and water"),
+        ("bob", "The quarterly report deadline moved to March 14"),
+        ("carol", "I adopted a kitten named Biscuit"),
+    ]
+    vstore.ingest([msg(i, t, author=a) for i, (a, t) in enumerate(lines, 1)])
+    # Another workspace with near-identical content must never leak into results.
+    vstore.ingest([msg(i, t + " (other team)", author=a, workspace="other") for i, (a, t) in enumerate(lines, 1)])
+    return vstore
+
+
+def scope(store, workspace="w"):
+    return [store.scope_id(ScopeKey("console", workspace, "general"))]
+
+
+@pytest.mark.parametrize("query", FTS_SYNTAX)
+def test_fts_syntax_is_searched_as_text(populated, query):
+    s = Searcher(populated)
+    for mode in ("bm25", "hybrid"):
+        s.search(scope(populated), query, mode=mode)
+    s.phrase(scope(populated), query)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=80))
+def test_arbitrary_text_never_breaks_fts(text):
+    query = ftsquery.match_any(text)
+    assert query is None or query.count('"') % 2 == 0
+    from memory.db import connect
+
+    conn = connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, author_name, scope_tag)")
+    conn.execute("INSERT INTO t VALUES ('some text', 'a', 's1')")
+    if query:
+        conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (ftsquery.scoped(query, [1]),)).fetchall()
+    phrase = ftsquery.match_phrase(text)
+    if phrase:
+        conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (ftsquery.scoped(phrase, [1], "text"),)).fetchall()
+    conn.close()
+
+
+def test_modes_find_the_right_message(populated):
+    s = Searcher(populated)
+    sc = scope(populated)
+    assert s.search(sc, "hiking Saturday", mode="bm25")[0].message.msg_id == "1"
+    assert s.search(sc, "a small cat someone got", mode="dense")[0].message.msg_id == "6"
+    hits = s.search(sc, "when is the report due", mode="hybrid", k=3)
+    assert hits[0].message.msg_id == "5"
+    assert all(h.message.workspace == "w" for h in hits)
+
+
+def test_scopes_are_isolated_in_sql(populated):
+    s = Searcher(populated)
+    for mode in ("bm25", "dense", "hybrid"):
+        hits = s.search(scope(populated, "other"), "hiking budget kitten deadline", mode=mode, k=20)
+        assert hits and all(h.message.workspace == "other" for h in hits)
+    assert all(m.workspace == "other" for m in s.phrase(scope(populated, "other"), "kitten named Biscuit"))
+
+
+def test_phrase_lookup_exact_and_oldest_first(populated):
+    s = Searcher(populated)
+    populated.ingest([msg(50, "she said: I adopted a kitten named Biscuit!", author="dave")])
+    found = s.phrase(scope(populated), "adopted a KITTEN named")
+    assert [m.author_name for m in found] == ["carol", "dave"]
+    assert s.phrase(scope(populated), "kitten adopted") == []
+
+
+def test_neighbour_expansion_stays_in_session(populated):
+    s = Searcher(populated)
+    hit = s.search(scope(populated), "sunscreen", mode="bm25")[0].message
+    around = s.expand([hit], before=1, after=1)
+    assert [m.msg_id for m in around] == ["3", "4", "5"]
+
+
+def test_rrf_rewards_agreement():
+    fused = rrf([1, 2, 3], [3, 4, 1])
+    assert fused[0].id in (1, 3)
+    assert {r.id for r in fused} == {1, 2, 3, 4}
+    assert fused[0].bm25_rank is not None and fused[0].vector_rank is not None
