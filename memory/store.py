@@ -106,6 +106,8 @@ class Store:
         self._scope_cache: dict[ScopeKey, int] = {}
         # Run inside the same transaction when messages change (Track 2 registers here).
         self.change_hooks: list[Callable[[Connection, list[int], str], None]] = []
+        # Run inside the forget-me transaction for each (scope, person) forgotten.
+        self.forget_person_hooks: list[Callable[[Connection, int, str], None]] = []
         try:
             migrate.migrate(self.conn)
         except BaseException:

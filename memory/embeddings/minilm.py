@@ -6,18 +6,24 @@ sentence-transformers computes for this model -- BERT encoder, attention-mask
 aware mean pooling, L2 normalisation -- from the published safetensors weights
 and tokenizer.json, so vectors match the reference implementation to ~1e-6.
 
-Speed choices (the bot embeds every incoming message):
+Speed choices (the bot embeds every incoming message, and backfills history):
   * texts are sorted by token length and batched, so padding is minimal;
   * Q, K and V are one fused matmul, with the 1/sqrt(head_dim) scale folded in;
-  * the feed-forward block runs in row chunks so the 1536-wide activation stays
-    in cache while GELU is applied;
+  * GELU runs on small row blocks so its ~20 numpy passes stay in L2 cache;
+  * batches run on a small thread pool (numpy releases the GIL) while OpenBLAS
+    is held to one thread: OpenBLAS's own threads spin-wait, which collapses
+    throughput 3-4x as soon as another process (llama.cpp) wants the CPU;
   * everything stays float32 and the per-token work is vectorised.
 """
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
@@ -34,9 +40,10 @@ _INSTALL_HINT = (
 )
 _REQUIRED_FILES = ("model.safetensors", "tokenizer.json", "config.json")
 
-# Rows of the feed-forward block processed at once: 256 x 1536 float32 = 1.5 MB,
-# which keeps the GELU passes in L2/L3 cache instead of streaming from memory.
+# Rows per feed-forward matmul (big enough for an efficient GEMM) and rows per
+# GELU block (32 x 1536 float32 x 4 buffers = 768 KB, inside a core's L2).
 _FFN_CHUNK_ROWS = 256
+_GELU_BLOCK_ROWS = 32
 
 # Abramowitz & Stegun 7.1.26: erfc(z) ~= poly(t) * exp(-z^2), t = 1/(1 + p z),
 # max absolute error 1.5e-7 -- below float32 resolution, so GELU stays "exact".
@@ -46,6 +53,40 @@ _AS_P = np.float32(0.3275911 / math.sqrt(2.0))
 _AS_HALF_A = tuple(
     np.float32(0.5 * a) for a in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 )  # a1..a5, halved
+
+
+_blas_lock = threading.Lock()
+_blas_pinned: bool | None = None
+
+
+def _pin_numpy_blas_to_one_thread() -> bool:
+    """Set numpy's bundled OpenBLAS to one thread; False if that is not possible.
+
+    Process-wide on purpose: parallelism then comes from our worker threads, one
+    batch each, which degrades gracefully when the CPU is shared. Works with the
+    OpenBLAS that numpy wheels ship; other BLAS builds are left alone.
+    """
+    global _blas_pinned
+    with _blas_lock:
+        if _blas_pinned is None:
+            _blas_pinned = False
+            libs = Path(np.__file__).resolve().parent.parent / "numpy.libs"
+            for lib_path in sorted(libs.glob("*openblas*.so*")) if libs.is_dir() else []:
+                try:
+                    lib = ctypes.CDLL(str(lib_path))  # already loaded by numpy: same handle
+                except OSError:
+                    continue
+                for prefix_ in ("scipy_openblas", "openblas"):
+                    for suffix in ("64_", ""):
+                        setter = getattr(lib, f"{prefix_}_set_num_threads{suffix}", None)
+                        getter = getattr(lib, f"{prefix_}_get_num_threads{suffix}", None)
+                        if setter is None or getter is None:
+                            continue
+                        setter(ctypes.c_int(1))
+                        if getter() == 1:
+                            _blas_pinned = True
+                            return True
+        return _blas_pinned
 
 
 def default_model_dir() -> Path:
@@ -137,11 +178,20 @@ class MiniLMEmbedder:
     name = "all-MiniLM-L6-v2"
     dim = 384
 
-    def __init__(self, model_dir: str | Path | None = None, batch_size: int = 32, max_batch_tokens: int = 8192) -> None:
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        batch_size: int = 32,
+        max_batch_tokens: int = 8192,
+        threads: int | None = None,
+    ) -> None:
         """Load weights and tokenizer from ``model_dir`` (default: the installed package).
 
         ``batch_size`` caps texts per forward pass; ``max_batch_tokens`` caps
         batch_size x padded_length so long texts do not blow up attention memory.
+        ``threads`` is the number of batches run at once (default: CPU count, at
+        most 4); with more than one, numpy's OpenBLAS is pinned to one thread.
+        ``threads=1`` leaves BLAS threading untouched.
         """
         directory = Path(model_dir) if model_dir is not None else default_model_dir()
         missing = [f for f in _REQUIRED_FILES if not (directory / f).is_file()]
@@ -152,6 +202,10 @@ class MiniLMEmbedder:
         self.model_dir = directory
         self.batch_size = max(1, int(batch_size))
         self.max_batch_tokens = max(1, int(max_batch_tokens))
+        wanted = int(threads) if threads is not None else min(os.cpu_count() or 1, 4)
+        self.threads = max(1, wanted) if wanted <= 1 or _pin_numpy_blas_to_one_thread() else 1
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         try:
             self._load(directory)
         except EmbeddingError:
@@ -215,13 +269,19 @@ class MiniLMEmbedder:
         lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=n)
         order = np.argsort(lengths, kind="stable")
 
+        # Spread small inputs over the workers instead of one batch doing all the work.
+        per_batch = max(1, min(self.batch_size, -(-n // self.threads)))
+        batches: list[np.ndarray] = []
         start = 0
         while start < n:
             # Sorted ascending, so the last member of a batch sets its padded length.
-            end = min(n, start + self.batch_size)
+            end = min(n, start + per_batch)
             while end - start > 1 and (end - start) * int(lengths[order[end - 1]]) > self.max_batch_tokens:
                 end -= 1
-            idx = order[start:end]
+            batches.append(order[start:end])
+            start = end
+
+        def run(idx: np.ndarray) -> None:
             seq_len = int(lengths[idx[-1]])
             batch_ids = np.zeros((len(idx), seq_len), dtype=np.int64)
             mask = np.zeros((len(idx), seq_len), dtype=np.float32)
@@ -230,8 +290,19 @@ class MiniLMEmbedder:
                 batch_ids[row, :k] = ids[j]
                 mask[row, :k] = 1.0
             out[idx] = self._forward(batch_ids, mask)
-            start = end
+
+        if len(batches) == 1 or self.threads == 1:
+            for idx in batches:
+                run(idx)
+        else:
+            list(self._executor().map(run, batches))  # list() re-raises worker errors
         return normalize(out)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="minilm")
+            return self._pool
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Run the encoder on one padded batch and return mean-pooled (B, 384) vectors."""
@@ -249,9 +320,10 @@ class MiniLMEmbedder:
         padded = bool(mask.min() < 1.0)
 
         chunk = min(rows, _FFN_CHUNK_ROWS)
+        block = min(chunk, _GELU_BLOCK_ROWS)
         inter = self._layers[0].w_i.shape[1]
         h_buf = np.empty((chunk, inter), dtype=np.float32)
-        scratch = tuple(np.empty((chunk, inter), dtype=np.float32) for _ in range(3))
+        scratch = tuple(np.empty((block, inter), dtype=np.float32) for _ in range(3))
 
         for layer in self._layers:
             qkv = x @ layer.w_qkv
@@ -280,7 +352,9 @@ class MiniLMEmbedder:
                 h = h_buf[: e - s]
                 np.matmul(x[s:e], layer.w_i, out=h)
                 h += layer.b_i
-                _gelu_(h, tuple(buf[: e - s] for buf in scratch))
+                for g in range(0, e - s, block):
+                    g_end = min(e - s, g + block)
+                    _gelu_(h[g:g_end], tuple(buf[: g_end - g] for buf in scratch))
                 np.matmul(h, layer.w_o2, out=out[s:e])
             out += layer.b_o2
             out += x

@@ -1,0 +1,423 @@
+"""Discord adapter (discord.py 2.x gateway): translate messages and app commands, render replies.
+
+Scopes: a guild channel is a scope; a thread belongs to its parent channel's scope
+(its id goes in ``thread``); a DM is its own private scope in workspace ``@me``.
+All bot work runs in worker threads so the gateway loop never waits on a model.
+Commands are synced only by ``chorus discord-sync``, never at start.
+"""
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import re
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any, Callable, Literal, Optional
+
+import discord
+from discord import app_commands
+
+from bot.actions import Actions, Invoker, guarded
+from bot.replies import Reply, split_for_chat
+from memory.models import Message, ScopeKey
+
+from .backfill import Backfiller, BackfillResult, Page
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "discord"
+DM_WORKSPACE = "@me"
+MAX_CHARS = 2000
+DEFER_AFTER_S = 1.5  # Discord drops an interaction not answered within 3 s
+_STORED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+_LINK = re.compile(r"https?://(?:\w+\.)?discord(?:app)?\.com/channels/(@me|\d+)/(\d+)/(\d+)")
+
+
+def message_link(workspace: str, channel: str, msg_id: str) -> str:
+    return f"https://discord.com/channels/{workspace}/{channel}/{msg_id}"
+
+
+def parse_link(text: str) -> tuple[str, str] | None:
+    """(channel or thread id, message id) from a message link, or ('', id) from a bare id."""
+    text = text.strip().strip("<>")
+    m = _LINK.search(text)
+    if m:
+        return m.group(2), m.group(3)
+    if text.isdigit():
+        return "", text
+    return None
+
+
+def scope_of(channel: Any, guild_id: int | None) -> tuple[ScopeKey, str, str, bool]:
+    """(scope key, thread id, channel name, is_dm) for a channel, thread or DM."""
+    if guild_id is None:
+        who = getattr(getattr(channel, "recipient", None), "name", "") or ""
+        return ScopeKey(PLATFORM, DM_WORKSPACE, str(channel.id)), "", f"DM {who}".strip(), True
+    parent_id = getattr(channel, "parent_id", None)
+    if isinstance(channel, discord.Thread) or (parent_id and getattr(channel, "type", None) in (
+            discord.ChannelType.public_thread, discord.ChannelType.private_thread,
+            discord.ChannelType.news_thread)):
+        parent = getattr(channel, "parent", None)
+        return (ScopeKey(PLATFORM, str(guild_id), str(parent_id)), str(channel.id),
+                getattr(parent, "name", "") or "", False)
+    return ScopeKey(PLATFORM, str(guild_id), str(channel.id)), "", getattr(channel, "name", "") or "", False
+
+
+def message_text(content: str, filenames: list[str]) -> str:
+    """The text Chorus keeps: the content plus attachment names (so 'see photo.jpg' makes sense)."""
+    names = [f"[attachment: {f}]" for f in filenames if f]
+    return "\n".join([content, *names]).strip() if names else content
+
+
+def to_model(message: discord.Message) -> Message | None:
+    """A discord.py message as a Chorus ``Message`` (None for system messages and empty ones)."""
+    if message.type not in _STORED_TYPES:
+        return None
+    text = message_text(message.content or "", [a.filename for a in message.attachments])
+    if not text.strip():
+        return None
+    key, thread, name, is_dm = scope_of(message.channel, message.guild.id if message.guild else None)
+    ref = message.reference.message_id if message.reference and message.reference.message_id else None
+    return Message(PLATFORM, key.workspace, key.channel, str(message.id), str(message.author.id),
+                   message.author.display_name, text, message.created_at.timestamp(), thread=thread,
+                   reply_to=str(ref) if ref else None, is_dm=is_dm,
+                   is_bot=bool(message.author.bot or message.webhook_id), channel_name=name)
+
+
+class DiscordHistory:
+    """One channel, thread or DM history for the backfiller (discord.py paces requests itself)."""
+
+    def __init__(self, adapter: "DiscordAdapter", channel: Any) -> None:
+        guild = getattr(channel, "guild", None)
+        self.key, thread, self.channel_name, self.is_dm = scope_of(channel, guild.id if guild else None)
+        self.stream = thread
+        self.channel = channel
+        self.adapter = adapter
+        self.label = f"discord {self.key.workspace}/#{self.channel_name or self.key.channel}" + (
+            f" thread {thread}" if thread else "")
+
+    async def fetch_after(self, after: str | None, limit: int) -> Page:
+        kwargs: dict[str, Any] = {"limit": limit, "oldest_first": True}
+        if after:
+            kwargs["after"] = discord.Object(id=int(after))
+        raw = [m async for m in self.channel.history(**kwargs)]
+        raw.sort(key=lambda m: m.id)
+        msgs = [m for m in (to_model(r) for r in raw if self.adapter.wanted(r)) if m is not None]
+        return Page(msgs, str(raw[-1].id) if raw else after, more=len(raw) >= limit, fetched=len(raw))
+
+
+class ChorusDiscordClient(discord.Client):
+    """The gateway client: every event goes straight to the adapter."""
+
+    def __init__(self, adapter: "DiscordAdapter", **kwargs: Any) -> None:
+        intents = discord.Intents.default()
+        intents.message_content = True
+        super().__init__(intents=intents, **kwargs)
+        self.adapter = adapter
+        self.tree = app_commands.CommandTree(self)
+        adapter.register_commands(self.tree)
+
+    async def on_ready(self) -> None:
+        log.info("discord connected as %s in %d guild(s)", self.user, len(self.guilds))
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.adapter.on_message(message)
+
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        await self.adapter.on_raw_edit(payload)
+
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        await self.adapter.on_raw_delete(payload.guild_id, payload.channel_id, [payload.message_id])
+
+    async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
+        await self.adapter.on_raw_delete(payload.guild_id, payload.channel_id, sorted(payload.message_ids))
+
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        await self.adapter.on_guild_join(guild)
+
+
+class DiscordAdapter:
+    """Translates Discord events into ``Actions`` calls and renders the replies."""
+
+    def __init__(self, actions: Actions, *, ignore_other_bots: bool = True, backfill_on_join: bool = True,
+                 fast: Executor | None = None, slow: Executor | None = None,
+                 defer_after_s: float = DEFER_AFTER_S, client_kwargs: dict | None = None) -> None:
+        self.actions = actions
+        self.ignore_other_bots = ignore_other_bots
+        self.backfill_on_join = backfill_on_join
+        self.defer_after_s = defer_after_s
+        # Store-only work and model work get separate threads, so ingest never queues behind an answer.
+        self.fast = fast or ThreadPoolExecutor(2, thread_name_prefix="chorus-discord-store")
+        self.slow = slow or ThreadPoolExecutor(4, thread_name_prefix="chorus-discord-model")
+        self.client = ChorusDiscordClient(self, **(client_kwargs or {}))
+        self._tasks: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def me(self) -> Optional[discord.ClientUser]:
+        return self.client.user
+
+    def wanted(self, message: discord.Message) -> bool:
+        """Never our own messages; other bots' only if configured."""
+        if self.me is not None and message.author.id == self.me.id:
+            return False
+        if (message.author.bot or message.webhook_id) and self.ignore_other_bots:
+            return False
+        return True
+
+    def addressed(self, message: discord.Message) -> bool:
+        """An @mention of the bot (or its role); in a DM, any question."""
+        if self.me is None:
+            return False
+        if self.me.id in message.raw_mentions:
+            return True
+        role = message.guild.self_role if message.guild else None
+        if role is not None and role.id in message.raw_role_mentions:
+            return True
+        return message.guild is None and message.content.rstrip().endswith("?")
+
+    def question_of(self, message: discord.Message) -> str:
+        text = message.content
+        if self.me is not None:
+            text = re.sub(rf"<@!?{self.me.id}>", " ", text)
+        role = message.guild.self_role if message.guild else None
+        if role is not None:
+            text = text.replace(f"<@&{role.id}>", " ")
+        return " ".join(text.split())
+
+    async def _call(self, executor: Executor, fn: Callable, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
+    def render(self, reply: Reply) -> list[str]:
+        """Reply text plus source links, in pieces of at most 2,000 characters."""
+        text = reply.text
+        links = []
+        for c in reply.citations:
+            if c.platform != PLATFORM:
+                continue
+            stored = self.actions.store.find(ScopeKey(c.platform, c.workspace, c.channel), c.msg_id)
+            channel = (stored.thread if stored and stored.thread else c.channel)
+            links.append(f"[{c.n}](<{message_link(c.workspace, channel, c.msg_id)}>)")
+        if links:
+            text += "\nSources: " + " ".join(links)
+        return split_for_chat(text, MAX_CHARS)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ gateway events
+    async def on_message(self, message: discord.Message) -> None:
+        try:
+            if not self.wanted(message):
+                return
+            msg = to_model(message)
+            if msg is None:
+                return
+            await self._call(self.fast, self.actions.remember, msg)
+            if self.addressed(message):
+                await self.answer(message, msg)
+        except Exception:  # the event boundary: log and keep the gateway alive
+            log.exception("discord message %s in channel %s failed", message.id, message.channel.id)
+
+    async def answer(self, message: discord.Message, msg: Message) -> None:
+        key = ScopeKey.of(msg)
+        inv = Invoker(key, msg.author_id, msg.author_name, is_dm=msg.is_dm, channel_name=msg.channel_name)
+        log.info("discord %s/%s: mention from %s", key.workspace, key.channel, msg.author_id)
+        async with message.channel.typing():
+            reply = await self._call(self.slow, guarded, "discord mention",
+                                     lambda: self.actions.ask(inv, self.question_of(message), asked_in=msg))
+            chunks = await self._call(self.fast, self.render, reply)
+        first = True
+        for chunk in chunks:
+            if first:
+                await message.reply(chunk, mention_author=False)
+                first = False
+            else:
+                await message.channel.send(chunk)
+
+    async def on_raw_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        try:
+            data = payload.data
+            if "content" not in data:
+                return  # embed-only updates do not change the text
+            author = data.get("author") or {}
+            if self.me is not None and str(author.get("id")) == str(self.me.id):
+                return
+            text = message_text(data.get("content") or "",
+                                [str(a.get("filename", "")) for a in data.get("attachments", [])])
+            edited = payload.message.edited_at if getattr(payload, "message", None) else None
+            workspace = str(payload.guild_id) if payload.guild_id else DM_WORKSPACE
+            changed = await self._call(self.fast, self.actions.edited, PLATFORM, workspace, str(payload.channel_id),
+                                       str(payload.message_id), text, edited.timestamp() if edited else None)
+            log.debug("discord %s/%s: edit of %s %s", workspace, payload.channel_id, payload.message_id,
+                      "applied" if changed else "ignored (not remembered)")
+        except Exception:  # the event boundary
+            log.exception("discord edit of %s failed", payload.message_id)
+
+    async def on_raw_delete(self, guild_id: int | None, channel_id: int, message_ids: list[int]) -> None:
+        try:
+            workspace = str(guild_id) if guild_id else DM_WORKSPACE
+            n = await self._call(self.fast, self.actions.deleted, PLATFORM, workspace, str(channel_id),
+                                 [str(i) for i in message_ids])
+            log.info("discord %s/%s: %d of %d deleted message(s) forgotten", workspace, channel_id, n,
+                     len(message_ids))
+        except Exception:  # the event boundary
+            log.exception("discord delete in channel %s failed", channel_id)
+
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        log.info("discord: joined guild %s (%s)", guild.id, guild.name)
+        if self.backfill_on_join:
+            self._spawn(self.backfill_guild(guild))
+
+    # ------------------------------------------------------------------ backfill
+    async def history_streams(self, guild: discord.Guild) -> list[DiscordHistory]:
+        """Every readable text channel of a guild and its threads (active and archived)."""
+        streams: list[DiscordHistory] = []
+        me = guild.me
+        for channel in guild.text_channels:
+            if me is not None and not channel.permissions_for(me).read_message_history:
+                continue
+            streams.append(DiscordHistory(self, channel))
+            threads = list(channel.threads)
+            try:
+                threads += [t async for t in channel.archived_threads(limit=None)]
+            except discord.HTTPException as exc:
+                log.warning("discord #%s: archived threads not readable (%s)", channel.name, exc)
+            seen: set[int] = set()
+            for t in threads:
+                if t.id not in seen:
+                    seen.add(t.id)
+                    streams.append(DiscordHistory(self, t))
+        return streams
+
+    async def backfill_guild(self, guild: discord.Guild, *, progress: Any = None) -> BackfillResult:
+        backfiller = Backfiller(self.actions.store, default_opt_in=self.actions.default_opt_in, executor=self.fast,
+                                **({"progress": progress} if progress is not None else {}))
+        result = await backfiller.run(await self.history_streams(guild))
+        log.info("discord backfill of guild %s: %s", guild.id, result.summary())
+        return result
+
+    # ------------------------------------------------------------------ app commands
+    def invoker(self, interaction: discord.Interaction) -> Invoker:
+        channel = interaction.channel
+        if channel is None:
+            channel = discord.Object(id=interaction.channel_id or 0)
+        key, _, name, is_dm = scope_of(channel, interaction.guild_id)
+        perms = interaction.permissions
+        is_admin = interaction.guild_id is not None and bool(perms.manage_guild or perms.administrator)
+        return Invoker(key, str(interaction.user.id), interaction.user.display_name, is_admin=is_admin,
+                       is_dm=is_dm, channel_name=name)
+
+    async def run_command(self, interaction: discord.Interaction, name: str, fn: Callable[[Invoker], Reply], *,
+                          ephemeral: bool = False, slow: bool = False) -> None:
+        """Answer at once when the work is quick; otherwise defer within the 3-second window, then follow up."""
+        try:
+            inv = self.invoker(interaction)
+            log.info("discord %s/%s: /%s by %s", inv.key.workspace, inv.key.channel, name, inv.user_id)
+            loop = asyncio.get_running_loop()
+            future = loop.run_in_executor(self.slow if slow else self.fast, guarded, f"discord /{name}",
+                                          lambda: fn(inv))
+            done, _ = await asyncio.wait({future}, timeout=self.defer_after_s)
+            deferred = not done
+            if deferred:
+                await interaction.response.defer(ephemeral=ephemeral, thinking=True)
+            reply: Reply = await future
+            await self._send_interaction(interaction, reply, ephemeral or reply.ephemeral, deferred)
+        except Exception:  # the event boundary
+            log.exception("discord /%s failed", name)
+
+    async def _send_interaction(self, interaction: discord.Interaction, reply: Reply, ephemeral: bool,
+                                deferred: bool) -> None:
+        chunks = await self._call(self.fast, self.render, reply)
+        for i, chunk in enumerate(chunks):
+            kwargs: dict[str, Any] = {"ephemeral": ephemeral}
+            if i == len(chunks) - 1 and reply.attachment is not None:
+                kwargs["file"] = discord.File(io.BytesIO(reply.attachment), filename=reply.attachment_name or
+                                              "chorus.json")
+            if i == 0 and not deferred:
+                await interaction.response.send_message(chunk, **kwargs)
+            else:
+                await interaction.followup.send(chunk, **kwargs)
+
+    def register_commands(self, tree: app_commands.CommandTree) -> None:
+        """Define the slash commands (``chorus discord-sync`` publishes them to Discord)."""
+        a = self.actions
+        admin = app_commands.default_permissions(manage_guild=True)
+
+        @tree.command(name="ask", description="Ask Chorus about this channel's memory")
+        @app_commands.describe(question="What do you want to know?")
+        async def ask(interaction: discord.Interaction, question: str) -> None:
+            await self.run_command(interaction, "ask", lambda inv: a.ask(inv, question), slow=True)
+
+        @tree.command(name="whosaid", description="Who said an exact phrase in this channel")
+        @app_commands.describe(phrase="The words to look for")
+        async def whosaid(interaction: discord.Interaction, phrase: str) -> None:
+            await self.run_command(interaction, "whosaid", lambda inv: a.whosaid(inv, phrase), slow=True)
+
+        @tree.command(name="profile", description="What Chorus knows about someone in this channel")
+        @app_commands.describe(person="A name or @mention")
+        async def profile(interaction: discord.Interaction, person: str) -> None:
+            await self.run_command(interaction, "profile", lambda inv: a.profile(inv, person), slow=True)
+
+        @tree.command(name="timeline", description="How a topic developed over time in this channel")
+        @app_commands.describe(topic="The topic")
+        async def timeline(interaction: discord.Interaction, topic: str) -> None:
+            await self.run_command(interaction, "timeline", lambda inv: a.timeline(inv, topic), slow=True)
+
+        @tree.command(name="status", description="What Chorus remembers here")
+        async def status(interaction: discord.Interaction) -> None:
+            await self.run_command(interaction, "status", a.status, ephemeral=True)
+
+        @tree.command(name="forget", description="Forget all your messages (asks to confirm) or one message")
+        @app_commands.describe(what="'me' for all your messages, 'message' for one", link="Link to the message",
+                               confirm="The code Chorus gave you to confirm 'forget me'")
+        async def forget(interaction: discord.Interaction, what: Literal["me", "message"],
+                         link: Optional[str] = None, confirm: Optional[str] = None) -> None:
+            def work(inv: Invoker) -> Reply:
+                if what == "me":
+                    return a.forget_me(inv, confirm or "")
+                ref = parse_link(link or "")
+                if ref is None:
+                    return Reply("Give the message link (Copy Message Link) in `link`.", ephemeral=True)
+                return a.forget_message(inv, *ref)
+            await self.run_command(interaction, "forget", work, ephemeral=True)
+
+        @tree.command(name="export", description="Get a file of everything Chorus keeps by or about you")
+        async def export(interaction: discord.Interaction) -> None:
+            await self.run_command(interaction, "export", a.export_me, ephemeral=True)
+
+        @tree.command(name="optout", description="Stop Chorus remembering your messages")
+        async def optout(interaction: discord.Interaction) -> None:
+            await self.run_command(interaction, "optout", a.opt_out_me, ephemeral=True)
+
+        @tree.command(name="optin", description="Let Chorus remember your messages again")
+        async def optin(interaction: discord.Interaction) -> None:
+            await self.run_command(interaction, "optin", a.opt_in_me, ephemeral=True)
+
+        @tree.command(name="pause", description="Admin: stop remembering anything in this server")
+        @app_commands.guild_only()
+        @admin
+        async def pause(interaction: discord.Interaction) -> None:
+            await self.run_command(interaction, "pause", a.pause, ephemeral=True)
+
+        @tree.command(name="resume", description="Admin: resume remembering this server")
+        @app_commands.guild_only()
+        @admin
+        async def resume(interaction: discord.Interaction) -> None:
+            await self.run_command(interaction, "resume", a.resume, ephemeral=True)
+
+        @tree.command(name="channel", description="Admin: opt this channel in or out of memory")
+        @app_commands.describe(mode="'in' to remember this channel, 'out' to stop")
+        @app_commands.guild_only()
+        @admin
+        async def channel(interaction: discord.Interaction, mode: Literal["in", "out"]) -> None:
+            await self.run_command(interaction, "channel", lambda inv: a.channel_opt(inv, mode == "in"),
+                                   ephemeral=True)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.client.close()

@@ -1,0 +1,291 @@
+"""Command handlers shared by every chat adapter: one place decides what a command does.
+
+Adapters translate a platform command into a call here and render the ``Reply``.
+Everything here is synchronous and may block on the store or a model, so adapters
+run it in a worker thread; none of it knows which platform it serves.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from memory import privacy
+from memory.errors import ChorusError
+from memory.models import Message, ScopeKey
+
+from .app import Bot
+from .replies import Reply
+
+log = logging.getLogger(__name__)
+
+CONFIRM_TTL_S = 300.0
+REFUSE_ADMIN = "Only workspace admins can do that (it needs the Manage Server / admin permission)."
+
+HELP = """Commands:
+  ask QUESTION            answer from this channel's memory, with sources
+  whosaid PHRASE          who said an exact phrase
+  profile PERSON          what I know about someone here
+  timeline TOPIC          how a topic developed over time
+  status                  what I remember here
+  forget me               forget every message of yours in this workspace (asks to confirm)
+  forget message LINK     forget one message (yours, or any if you are an admin)
+  export                  a JSON file of everything I keep by or about you, sent only to you
+  optout / optin          stop (or resume) remembering your messages
+admin:
+  pause / resume          stop (or resume) remembering anything in this workspace
+  channel in / channel out   remember this channel or not"""
+
+# (channel or thread, message id) parsed from a platform link or id; None if not understood.
+LinkParser = Callable[[str], "tuple[str, str] | None"]
+
+
+@dataclass(frozen=True)
+class Invoker:
+    """Who issued a command, and where (the scope is the channel's, even inside a thread)."""
+
+    key: ScopeKey
+    user_id: str
+    user_name: str = ""
+    is_admin: bool = False
+    is_dm: bool = False
+    channel_name: str = ""
+
+    def describe(self) -> str:
+        return f"{self.key.platform}:{self.key.workspace}:{self.key.channel} user={self.user_id}"
+
+
+def guarded(what: str, fn: Callable[[], Reply]) -> Reply:
+    """Run one command at the event boundary: a ChorusError becomes its message, anything else is logged."""
+    try:
+        return fn()
+    except ChorusError as exc:
+        log.info("%s refused: %s", what, exc)
+        return Reply(f"Sorry: {exc}", ephemeral=True)
+    except Exception:  # the boundary: never let one command take the adapter down
+        log.exception("%s failed", what)
+        return Reply("Sorry, something went wrong on my side; the operator can find the details in the log.",
+                     ephemeral=True)
+
+
+class Actions:
+    """Platform-neutral commands over one ``Bot``: ingest gate, queries, privacy, admin."""
+
+    def __init__(self, bot: Bot, *, default_opt_in: bool | None = None) -> None:
+        self.bot = bot
+        self.store = bot.store
+        self.default_opt_in = (bot.settings.scopes.default_opt_in if default_opt_in is None else default_opt_in)
+        self._pending: dict[tuple[str, str, str], tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ events
+    def remember(self, msg: Message) -> bool:
+        """Store a chat message unless privacy settings forbid it (no model call here)."""
+        reason = privacy.ingest_refusal(self.store, msg, default_opt_in=self.default_opt_in)
+        if reason:
+            log.debug("%s:%s:%s not remembered (%s)", msg.platform, msg.workspace, msg.channel, reason)
+            return False
+        self.bot.on_message(msg)
+        return True
+
+    def edited(self, platform: str, workspace: str, channel: str, msg_id: str, text: str,
+               edited_ts: float | None = None) -> bool:
+        """Apply a platform edit; ``channel`` may be a thread id. False when the message is not remembered."""
+        found = privacy.find_message(self.store, platform, workspace, channel, msg_id)
+        if found is None:
+            return False
+        key = ScopeKey(found.platform, found.workspace, found.channel)
+        return self.store.edit(key, msg_id, text, edited_ts=edited_ts)
+
+    def deleted(self, platform: str, workspace: str, channel: str, msg_ids: list[str]) -> int:
+        """Apply platform deletions (one or a bulk delete); returns how many were remembered."""
+        ids = []
+        for mid in msg_ids:
+            found = privacy.find_message(self.store, platform, workspace, channel, mid)
+            if found is not None:
+                ids.append(found.id)
+        return self.store.delete_messages(ids, reason="deleted") if ids else 0
+
+    # ------------------------------------------------------------------ questions
+    def ask(self, inv: Invoker, question: str, *, asked_in: Message | None = None) -> Reply:
+        log.info("ask in %s", inv.describe())
+        return self.bot.ask(inv.key, question, asked_in=asked_in)
+
+    def whosaid(self, inv: Invoker, phrase: str) -> Reply:
+        log.info("whosaid in %s", inv.describe())
+        if not phrase.strip():
+            return Reply("Tell me the phrase, e.g. `whosaid pizza by the river`.", ephemeral=True)
+        return self.bot.whosaid(inv.key, phrase)
+
+    def profile(self, inv: Invoker, person: str) -> Reply:
+        log.info("profile in %s", inv.describe())
+        fn = getattr(self.bot, "profile", None)
+        if fn is None:
+            return Reply("Profiles are not available in this version yet.", ephemeral=True)
+        if not person.strip():
+            return Reply("Whose profile? e.g. `profile alice`.", ephemeral=True)
+        return fn(inv.key, person.strip().lstrip("@"))
+
+    def timeline(self, inv: Invoker, topic: str) -> Reply:
+        log.info("timeline in %s", inv.describe())
+        fn = getattr(self.bot, "timeline", None)
+        if fn is None:
+            return Reply("Timelines are not available in this version yet.", ephemeral=True)
+        if not topic.strip():
+            return Reply("Which topic? e.g. `timeline the trip`.", ephemeral=True)
+        return fn(inv.key, topic.strip())
+
+    def status(self, inv: Invoker) -> Reply:
+        log.info("status in %s", inv.describe())
+        reply = self.bot.status(inv.key)
+        lines = [reply.text]
+        k = inv.key
+        if privacy.is_paused(self.store, k.platform, k.workspace):
+            lines.append("Memory is paused in this workspace (an admin can `resume`).")
+        if not privacy.is_channel_opted_in(self.store, k, default_opt_in=self.default_opt_in or inv.is_dm):
+            lines.append("This channel is opted out: new messages here are not remembered.")
+        if privacy.is_user_opted_out(self.store, k.platform, k.workspace, inv.user_id):
+            lines.append("You opted out: your messages are not remembered (`optin` to undo).")
+        return Reply("\n".join(lines), reply.citations, ephemeral=True, data=reply.data)
+
+    # ------------------------------------------------------------------ privacy
+    def forget_me(self, inv: Invoker, confirm: str = "") -> Reply:
+        """Two steps: the first call names a code, repeating the command with that code forgets."""
+        k = inv.key
+        who = (k.platform, k.workspace, inv.user_id)
+        now = time.monotonic()
+        with self._lock:
+            pending = self._pending.get(who)
+            if pending and pending[1] < now:
+                self._pending.pop(who, None)
+                pending = None
+            if not confirm.strip() or pending is None or not secrets.compare_digest(confirm.strip().lower(),
+                                                                                     pending[0]):
+                code = secrets.token_hex(3)
+                self._pending[who] = (code, now + CONFIRM_TTL_S)
+                n = len(privacy.user_message_ids(self.store, k.platform, k.workspace, inv.user_id))
+                prefix = "That code did not match or has expired. " if confirm.strip() else ""
+                log.info("forget me requested in %s (%d messages)", inv.describe(), n)
+                return Reply(f"{prefix}This forgets all {n} message(s) of yours I remember in this workspace "
+                             "(and our direct messages), with everything derived from them. It cannot be undone. "
+                             f"To confirm within 5 minutes, run `forget me {code}`.",
+                             ephemeral=True, data={"confirm_code": code, "messages": n})
+            self._pending.pop(who, None)
+        report = privacy.forget_user(self.store, k.platform, k.workspace, inv.user_id)
+        log.info("forget me done in %s: %d messages, %d scopes", inv.describe(), report.messages, report.scopes)
+        return Reply(report.summary() + " To stop me remembering new messages too, use `optout`.",
+                     ephemeral=True, data={"forgotten": report.messages, "scopes": report.scopes})
+
+    def forget_message(self, inv: Invoker, channel: str, msg_id: str) -> Reply:
+        """Forget one message: its author may, and so may an admin."""
+        k = inv.key
+        found = privacy.find_message(self.store, k.platform, k.workspace, channel or k.channel, msg_id)
+        if found is None:
+            return Reply("I don't remember that message (or it is already forgotten).", ephemeral=True)
+        if found.author_id != inv.user_id and not inv.is_admin:
+            return Reply("You can only make me forget your own messages (admins can forget any).", ephemeral=True)
+        privacy.forget_stored(self.store, found)
+        log.info("forget message %s/%s in %s", channel, msg_id, inv.describe())
+        return Reply("Forgotten: that message and anything that rested only on it.", ephemeral=True,
+                     data={"forgotten": 1})
+
+    def export_me(self, inv: Invoker) -> Reply:
+        """A JSON file of the user's data, only ever sent back privately to that user."""
+        k = inv.key
+        data = privacy.export_user(self.store, k.platform, k.workspace, inv.user_id)
+        blob = json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
+        safe = re.sub(r"[^A-Za-z0-9_-]+", "_", f"{k.platform}-{inv.user_id}")[:80]
+        log.info("export in %s: %d messages, %d records", inv.describe(), len(data["messages"]),
+                 len(data["records"]))
+        return Reply(f"Here is everything I keep by or about you: {len(data['messages'])} message(s) and "
+                     f"{len(data['records'])} memory record(s).", ephemeral=True,
+                     data={"messages": len(data["messages"]), "records": len(data["records"])},
+                     attachment_name=f"chorus-export-{safe}.json", attachment=blob)
+
+    def opt_out_me(self, inv: Invoker) -> Reply:
+        privacy.opt_out_user(self.store, inv.key.platform, inv.key.workspace, inv.user_id)
+        log.info("user opt-out in %s", inv.describe())
+        return Reply("Done: I will not remember your messages in this workspace from now on. What I already "
+                     "remember stays until you use `forget me`.", ephemeral=True)
+
+    def opt_in_me(self, inv: Invoker) -> Reply:
+        privacy.opt_in_user(self.store, inv.key.platform, inv.key.workspace, inv.user_id)
+        log.info("user opt-in in %s", inv.describe())
+        return Reply("Done: I will remember your messages again.", ephemeral=True)
+
+    # ------------------------------------------------------------------ admin
+    def pause(self, inv: Invoker) -> Reply:
+        if not inv.is_admin:
+            return Reply(REFUSE_ADMIN, ephemeral=True)
+        privacy.set_paused(self.store, inv.key.platform, inv.key.workspace, True)
+        log.info("pause in %s", inv.describe())
+        return Reply("Paused: I will not remember new messages in this workspace until an admin runs `resume`.",
+                     ephemeral=True)
+
+    def resume(self, inv: Invoker) -> Reply:
+        if not inv.is_admin:
+            return Reply(REFUSE_ADMIN, ephemeral=True)
+        privacy.set_paused(self.store, inv.key.platform, inv.key.workspace, False)
+        log.info("resume in %s", inv.describe())
+        return Reply("Resumed: I am remembering this workspace again.", ephemeral=True)
+
+    def channel_opt(self, inv: Invoker, opted_in: bool) -> Reply:
+        if not inv.is_admin:
+            return Reply(REFUSE_ADMIN, ephemeral=True)
+        privacy.set_channel_opt_in(self.store, inv.key, opted_in, default_opt_in=self.default_opt_in,
+                                   name=inv.channel_name, is_dm=inv.is_dm)
+        log.info("channel opt-%s in %s", "in" if opted_in else "out", inv.describe())
+        if opted_in:
+            return Reply("This channel is opted in: I will remember its messages.", ephemeral=True)
+        return Reply("This channel is opted out: I will not remember new messages here (what I already remember "
+                     "stays; `forget` removes it).", ephemeral=True)
+
+    # ------------------------------------------------------------------ text commands
+    def run_text(self, inv: Invoker, text: str, *, parse_link: LinkParser | None = None) -> Reply:
+        """One text command (Slack's `/chorus ...`): the first word names it, the rest is its argument."""
+        word, _, rest = text.strip().partition(" ")
+        name, arg = word.lower(), rest.strip()
+        if name in ("", "help"):
+            return Reply(HELP, ephemeral=True)
+        if name == "ask":
+            return self.ask(inv, arg)
+        if name == "whosaid":
+            return self.whosaid(inv, arg)
+        if name == "profile":
+            return self.profile(inv, arg)
+        if name == "timeline":
+            return self.timeline(inv, arg)
+        if name == "status":
+            return self.status(inv)
+        if name == "export":
+            return self.export_me(inv)
+        if name in ("optout", "opt-out"):
+            return self.opt_out_me(inv)
+        if name in ("optin", "opt-in"):
+            return self.opt_in_me(inv)
+        if name == "pause":
+            return self.pause(inv)
+        if name == "resume":
+            return self.resume(inv)
+        if name == "channel":
+            mode = arg.lower().replace("-", "")
+            if mode in ("in", "optin", "on"):
+                return self.channel_opt(inv, True)
+            if mode in ("out", "optout", "off"):
+                return self.channel_opt(inv, False)
+            return Reply("Use `channel in` or `channel out`.", ephemeral=True)
+        if name == "forget":
+            what, _, more = arg.partition(" ")
+            if what.lower() == "me":
+                return self.forget_me(inv, more.strip())
+            target = more.strip() if what.lower() == "message" else arg
+            ref = parse_link(target) if (parse_link and target) else None
+            if ref is None:
+                return Reply("Use `forget me`, or `forget message LINK` with a link to the message.", ephemeral=True)
+            return self.forget_message(inv, *ref)
+        return self.ask(inv, text.strip())

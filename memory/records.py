@@ -1,0 +1,276 @@
+"""Track 2: derived records, their provenance, update chains and indexes.
+
+Nothing here is ever overwritten: an UPDATE appends a node and links old -> new;
+a record resting only on deleted messages is retracted, not erased (forget-me
+erases its text). Heads are the active nodes nobody supersedes.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from . import ftsquery
+from .db import Connection
+from .embeddings.base import Embedder
+from .store import Store
+
+PERSON_LAYERS = ("per_speaker_core", "per_speaker_profile")
+GROUP_LAYERS = ("group_interaction", "group_insight")
+WRITER_LAYERS = PERSON_LAYERS + GROUP_LAYERS
+INSIGHT_LAYER = "persona_insight"
+LAYERS = WRITER_LAYERS + (INSIGHT_LAYER,)
+WRITER_UTYPES = ("fact", "stance", "observation", "decision", "relation")
+UTYPES = WRITER_UTYPES + ("insight",)
+GROUP = "GROUP"
+PERSONA = "PERSONA"
+
+RECORD_COLUMNS = ("id, scope_id, layer, utype, owner, source, content, ts, session, turn, confidence, status, "
+                  "superseded_by, prev_id, chain_id, writer_model, verification, created_at")
+
+
+@dataclass
+class Record:
+    id: int
+    scope_id: int
+    layer: str
+    utype: str
+    owner: str
+    source: str
+    content: str
+    ts: float
+    session: int | None
+    turn: int | None
+    confidence: float
+    status: str
+    superseded_by: int | None
+    prev_id: int | None
+    chain_id: int
+    writer_model: str
+    verification: dict
+    created_at: float
+    sources: list[int] = field(default_factory=list)
+
+    @property
+    def entry_id(self) -> str:
+        return f"E{self.id}"
+
+    @property
+    def is_head(self) -> bool:
+        return self.superseded_by is None and self.status == "active"
+
+
+def _row(r: Sequence) -> Record:
+    return Record(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14],
+                  r[15], json.loads(r[16] or "{}"), r[17])
+
+
+def parse_entry_id(text: str) -> int | None:
+    text = str(text).strip()
+    if text[:1] in ("E", "e"):
+        text = text[1:]
+    return int(text) if text.isdigit() and len(text) < 12 else None
+
+
+@dataclass
+class NewRecord:
+    """A verified record ready to commit; the system fills every coordinate."""
+
+    scope_id: int
+    layer: str
+    utype: str
+    owner: str
+    source: str
+    content: str
+    ts: float
+    session: int | None
+    turn: int | None
+    confidence: float
+    message_ids: list[int]
+    verification: dict
+    updates: int | None = None  # id of the head this node supersedes
+    cites: list[int] = field(default_factory=list)  # fact record ids an insight rests on
+
+
+class Records:
+    """Track 2 reads and the in-transaction writes the writer and privacy operations use."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.vector_dim: int | None = None
+        if store.embedder is not None:
+            self.ensure_vectors(store.embedder)
+
+    def ensure_vectors(self, embedder: Embedder) -> None:
+        with self.store.write() as conn:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS record_vec USING vec0("
+                         f"scope_id integer partition key, embedding float[{int(embedder.dim)}] distance_metric=cosine)")
+        self.vector_dim = int(embedder.dim)
+
+    # ------------------------------------------------------------------ reads
+    def get(self, ids: Sequence[int], *, with_sources: bool = False) -> list[Record]:
+        if not ids:
+            return []
+        out: dict[int, Record] = {}
+        with self.store.read() as conn:
+            for i in range(0, len(ids), 500):
+                chunk = list(ids[i:i + 500])
+                marks = ",".join("?" * len(chunk))
+                for r in conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE id IN ({marks})", chunk):
+                    out[r[0]] = _row(r)
+                if with_sources:
+                    for rid, mid in conn.execute(
+                            f"SELECT record_id, message_id FROM record_sources WHERE record_id IN ({marks}) "
+                            "ORDER BY message_id", chunk):
+                        out[rid].sources.append(mid)
+        return [out[i] for i in ids if i in out]
+
+    def heads(self, scope_ids: Sequence[int], *, owners: Sequence[str] | None = None,
+              layers: Sequence[str] | None = None, limit: int = 10_000) -> list[Record]:
+        """Current active nodes, newest first, optionally for some owners or layers."""
+        if not scope_ids:
+            return []
+        sql = (f"SELECT {RECORD_COLUMNS} FROM records WHERE superseded_by IS NULL AND status = 'active' "
+               f"AND scope_id IN ({','.join('?' * len(scope_ids))})")
+        args: list = list(scope_ids)
+        if owners is not None:
+            sql += f" AND owner IN ({','.join('?' * len(owners))})"
+            args += list(owners)
+        if layers is not None:
+            sql += f" AND layer IN ({','.join('?' * len(layers))})"
+            args += list(layers)
+        sql += " ORDER BY ts DESC, id DESC LIMIT ?"
+        args.append(limit)
+        with self.store.read() as conn:
+            return [_row(r) for r in conn.execute(sql, args)]
+
+    def chain(self, record_id: int) -> list[Record]:
+        """Every node of a record's update chain, oldest first (retracted nodes included)."""
+        with self.store.read() as conn:
+            row = conn.execute("SELECT chain_id FROM records WHERE id = ?", (record_id,)).fetchone()
+            if row is None:
+                return []
+            return [_row(r) for r in conn.execute(
+                f"SELECT {RECORD_COLUMNS} FROM records WHERE chain_id = ? ORDER BY id", (row[0],))]
+
+    def cited_facts(self, insight_id: int) -> list[Record]:
+        with self.store.read() as conn:
+            ids = [r[0] for r in conn.execute(
+                "SELECT to_id FROM record_links WHERE from_id = ? AND kind = 'cites' ORDER BY to_id", (insight_id,))]
+        return self.get(ids, with_sources=True)
+
+    def search(self, scope_ids: Sequence[int], text: str, *, owners: Sequence[str] | None = None,
+               limit: int = 20, heads_only: bool = True) -> list[tuple[Record, float]]:
+        """Records matching ``text`` (BM25 + vectors fused), restricted to scopes and owners in SQL."""
+        if not scope_ids:
+            return []
+        from .search import rrf
+
+        lexical: list[int] = []
+        query = ftsquery.match_any(text)
+        owner_sql, owner_args = "", []
+        if owners is not None:
+            owner_sql = f" AND r.owner IN ({','.join('?' * len(owners))})"
+            owner_args = list(owners)
+        head_sql = " AND r.superseded_by IS NULL" if heads_only else ""
+        with self.store.read() as conn:
+            if query:
+                tags = " OR ".join(f"s{int(s)}" for s in scope_ids)
+                lexical = [r[0] for r in conn.execute(
+                    "SELECT f.rowid FROM records_fts f JOIN records r ON r.id = f.rowid "
+                    f"WHERE records_fts MATCH ? AND r.status = 'active'{head_sql}{owner_sql} "
+                    "ORDER BY bm25(records_fts) LIMIT ?",
+                    [f"scope_tag:({tags}) AND content: ({query})", *owner_args, limit * 3])]
+        dense: list[int] = []
+        embedder = self.store.embedder
+        if embedder is not None and self.vector_dim and text.strip():
+            vec = embedder.embed([text])[0]
+            with self.store.read() as conn:
+                for sid in scope_ids:
+                    cands = [r[0] for r in conn.execute(
+                        "SELECT rowid FROM record_vec WHERE embedding MATCH ? AND k = ? AND scope_id = ?",
+                        (vec.tobytes(), limit * 3, int(sid)))]
+                    if cands:
+                        marks = ",".join("?" * len(cands))
+                        keep = {r[0] for r in conn.execute(
+                            f"SELECT id FROM records r WHERE id IN ({marks}) AND status = 'active'{head_sql}"
+                            f"{owner_sql}", [*cands, *owner_args])}
+                        dense.extend(c for c in cands if c in keep)
+        fused = rrf(lexical, dense)[:limit]
+        recs = {r.id: r for r in self.get([f.id for f in fused], with_sources=True)}
+        return [(recs[f.id], f.score) for f in fused if f.id in recs]
+
+    def count(self, scope_id: int | None = None, *, heads_only: bool = False) -> int:
+        sql = "SELECT count(*) FROM records WHERE status = 'active'"
+        args: list = []
+        if heads_only:
+            sql += " AND superseded_by IS NULL"
+        if scope_id is not None:
+            sql += " AND scope_id = ?"
+            args.append(scope_id)
+        with self.store.read() as conn:
+            return conn.execute(sql, args).fetchone()[0]
+
+    # ------------------------------------------------------------------ writes (inside a transaction)
+    def insert(self, conn: Connection, rec: NewRecord, *, run_id: int | None, model: str,
+               vector: np.ndarray | None) -> int:
+        now = time.time()
+        cur = conn.execute(
+            "INSERT INTO records(scope_id, layer, utype, owner, source, content, ts, session, turn, confidence, "
+            "chain_id, prev_id, writer_run_id, writer_model, verification, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?,?,?,?)",
+            (rec.scope_id, rec.layer, rec.utype, rec.owner, rec.source, rec.content, rec.ts, rec.session, rec.turn,
+             rec.confidence, rec.updates, run_id, model, json.dumps(rec.verification), now))
+        rid = int(cur.lastrowid)
+        chain_id = rid
+        if rec.updates is not None:
+            chain_id = conn.execute("SELECT chain_id FROM records WHERE id = ?", (rec.updates,)).fetchone()[0]
+            conn.execute("UPDATE records SET superseded_by = ? WHERE id = ?", (rid, rec.updates))
+            conn.execute("INSERT INTO record_links(from_id, to_id, kind) VALUES (?,?, 'update')", (rec.updates, rid))
+        conn.execute("UPDATE records SET chain_id = ? WHERE id = ?", (chain_id, rid))
+        conn.executemany("INSERT OR IGNORE INTO record_sources(record_id, message_id) VALUES (?,?)",
+                         [(rid, m) for m in rec.message_ids])
+        conn.executemany("INSERT OR IGNORE INTO record_links(from_id, to_id, kind) VALUES (?,?, 'cites')",
+                         [(rid, c) for c in rec.cites])
+        conn.execute("INSERT INTO records_fts(rowid, content, scope_tag) VALUES (?,?,?)",
+                     (rid, rec.content, f"s{rec.scope_id}"))
+        if vector is not None and self.vector_dim:
+            conn.execute("INSERT INTO record_vec(rowid, scope_id, embedding) VALUES (?,?,?)",
+                         (rid, rec.scope_id, np.asarray(vector, dtype=np.float32).tobytes()))
+        return rid
+
+    def retract(self, conn: Connection, ids: Sequence[int], reason: str, *, erase: bool = False) -> int:
+        """Mark records retracted and drop them from the indexes; ``erase`` also wipes their text."""
+        n = 0
+        for rid in ids:
+            row = conn.execute("SELECT status, prev_id, superseded_by FROM records WHERE id = ?", (rid,)).fetchone()
+            if row is None:
+                continue
+            if row[0] == "active":
+                n += 1
+            conn.execute("UPDATE records SET status = 'retracted', retracted_reason = ? WHERE id = ?", (reason, rid))
+            if erase:
+                conn.execute("UPDATE records SET content = '' WHERE id = ?", (rid,))
+            conn.execute("DELETE FROM records_fts WHERE rowid = ?", (rid,))
+            if self.vector_dim or conn.execute("SELECT 1 FROM sqlite_master WHERE name='record_vec'").fetchone():
+                conn.execute("DELETE FROM record_vec WHERE rowid = ?", (rid,))
+            # A retracted head hands the chain back to its predecessor, which is current again.
+            if row[0] == "active" and row[2] is None and row[1] is not None:
+                conn.execute("UPDATE records SET superseded_by = NULL WHERE id = ? AND status = 'active'", (row[1],))
+        return n
+
+    def records_resting_on(self, conn: Connection, message_ids: Sequence[int]) -> dict[int, list[int]]:
+        """Active record id -> all its source message ids, for records citing any of ``message_ids``."""
+        out: dict[int, list[int]] = {}
+        for i in range(0, len(message_ids), 500):
+            chunk = list(message_ids[i:i + 500])
+            marks = ",".join("?" * len(chunk))
+            for rid, in conn.execute(
+                    f"SELECT DISTINCT rs.record_id FROM record_sources rs JOIN records r ON r.id = rs.record_id "
+                    f"WHERE rs.message_id IN ({marks}) AND r.status = 'active'", chunk).fetchall():
+                out[rid] = [m for (m,) in conn.execute(
+                    "SELECT message_id FROM record_sources WHERE record_id = ?", (rid,))]
+        return out

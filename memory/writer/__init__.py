@@ -1,0 +1,1 @@
+"""The memory writer: propose (local model, JSON schema) -> verify (deterministic) -> commit."""

@@ -1,0 +1,75 @@
+"""Lexical grounding: does a proposed record say only what a chat message said?
+
+A record is grounded in a message when enough of its content words appear in that
+message (after light stemming). Messages that try to instruct the memory writer
+(fake system lines, fake JSON actions, "ignore previous instructions") can never be
+the ground for a record.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..ftsquery import STOPWORDS, terms
+
+_STEERING = [
+    re.compile(r"ignore\s+(all\s+|any\s+|the\s+)?(previous|prior|above|earlier)\s+(instructions|rules|prompts?)", re.I),
+    re.compile(r"^\s*(system|assistant|developer)\s*[:>]", re.I | re.M),
+    re.compile(r"\[\s*(system|inst)\s*\]|<\s*/?\s*(system|s|inst)\s*>|<\|[a-z_]+\|>", re.I),
+    re.compile(r"[\"']?(op|action|type)[\"']?\s*:\s*[\"']?(ADD|UPDATE|NOOP)\b", re.I),
+    re.compile(r"[{\[]\s*[\"']?actions[\"']?\s*:", re.I),
+    re.compile(r"\b(memory|record)\s+writer\b|\bentry_id\b|\bnew\s+instructions?\b", re.I),
+]
+
+
+def steering_reason(text: str) -> str | None:
+    """Why a message looks like an attempt to steer the writer, or None."""
+    for pattern in _STEERING:
+        m = pattern.search(text)
+        if m:
+            return f"the message tries to instruct the memory writer ({m.group(0).strip()[:40]!r})"
+    return None
+
+
+def stem(word: str) -> str:
+    for suffix in ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def content_terms(text: str) -> set[str]:
+    return {stem(t) for t in terms(text) if t not in STOPWORDS}
+
+
+@dataclass
+class Grounding:
+    score: float
+    message_index: int | None
+    matched: int
+    total: int
+
+
+def ground(content: str, messages: Sequence[str]) -> Grounding:
+    """The best-supporting message for ``content`` and the share of its words found there."""
+    wanted = content_terms(content)
+    if not wanted:
+        return Grounding(0.0, None, 0, 0)
+    best = Grounding(0.0, None, 0, len(wanted))
+    for i, text in enumerate(messages):
+        have = content_terms(text)
+        matched = len(wanted & have)
+        score = matched / len(wanted)
+        if score > best.score:
+            best = Grounding(score, i, matched, len(wanted))
+    return best
+
+
+def near_duplicate(a: str, b: str, threshold: float = 0.85) -> bool:
+    """Same statement worded (almost) the same way: token overlap both ways."""
+    ta, tb = content_terms(a), content_terms(b)
+    if not ta or not tb:
+        return " ".join(a.casefold().split()) == " ".join(b.casefold().split())
+    inter = len(ta & tb)
+    return inter / len(ta) >= threshold and inter / len(tb) >= threshold

@@ -1,0 +1,173 @@
+"""Deterministic verification of the writer's proposed actions.
+
+The model only proposes. Each action is checked against the schema, the roster,
+the current heads and the window's messages; accepted actions become ``NewRecord``s
+with system-filled coordinates, and every rejection carries a reason the operator
+can read in ``writer_runs``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..models import StoredMessage
+from ..records import GROUP, GROUP_LAYERS, PERSON_LAYERS, WRITER_LAYERS, WRITER_UTYPES, NewRecord, Record, parse_entry_id
+from ..store import Person
+from .grounding import ground, near_duplicate, steering_reason
+
+MAX_CONTENT_CHARS = 400
+
+
+@dataclass
+class Rejection:
+    action: Any
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"action": self.action, "reason": self.reason}
+
+
+@dataclass
+class Verdict:
+    accepted: list[NewRecord] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    noops: int = 0
+
+
+def max_actions(n_messages: int) -> int:
+    return max(8, 2 * n_messages)
+
+
+class RosterIndex:
+    """Resolves names the model writes (display name, alias or id, any case) to person ids."""
+
+    def __init__(self, roster: Sequence[Person]) -> None:
+        self.by_name: dict[str, str] = {}
+        self.display: dict[str, str] = {}
+        for p in roster:
+            self.display[p.person_id] = p.display_name
+            for name in (p.person_id, *p.names()):
+                self.by_name.setdefault(" ".join(name.casefold().split()), p.person_id)
+
+    def resolve(self, name: Any) -> str | None:
+        if not isinstance(name, str):
+            return None
+        key = " ".join(name.casefold().split())
+        if key == "group":
+            return GROUP
+        return self.by_name.get(key)
+
+
+def parse_actions(raw: str) -> list[Any]:
+    """The action list from the model's JSON text; raises ValueError with the reason."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"output is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    if isinstance(data, dict) and isinstance(data.get("actions"), list):
+        return data["actions"]
+    raise ValueError("output has no 'actions' list")
+
+
+def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: RosterIndex,
+           heads: dict[int, Record], threshold: float, scope_id: int) -> Verdict:
+    """Check each proposed action; return what may be committed and why the rest may not."""
+    verdict = Verdict()
+    limit = max_actions(len(window))
+    texts = [m.text for m in window]
+    steering = [steering_reason(t) for t in texts]
+    accepted_texts: list[tuple[str, str, str]] = []  # (owner, layer, content) accepted so far
+    updated: set[int] = set()
+    for n, action in enumerate(actions):
+        if n >= limit:
+            verdict.rejected.append(Rejection(action, f"over the limit of {limit} actions for {len(window)} messages"))
+            continue
+        reason, rec = _check(action, window, texts, steering, roster, heads, threshold, scope_id)
+        if rec is None and reason == "noop":
+            verdict.noops += 1
+            continue
+        if rec is not None:
+            dup = next((a for a in accepted_texts if a[0] == rec.owner and near_duplicate(a[2], rec.content)), None)
+            if dup is not None:
+                reason, rec = "repeats an earlier action in the same output", None
+            elif rec.updates is not None and rec.updates in updated:
+                reason, rec = f"E{rec.updates} was already updated earlier in this output", None
+        if rec is None:
+            verdict.rejected.append(Rejection(action, reason or "rejected"))
+            continue
+        accepted_texts.append((rec.owner, rec.layer, rec.content))
+        if rec.updates is not None:
+            updated.add(rec.updates)
+        verdict.accepted.append(rec)
+    return verdict
+
+
+def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steering: list[str | None],
+           roster: RosterIndex, heads: dict[int, Record], threshold: float,
+           scope_id: int) -> tuple[str | None, NewRecord | None]:
+    if not isinstance(action, dict):
+        return "an action must be a JSON object", None
+    op = str(action.get("op", action.get("type", ""))).upper()
+    if op == "NOOP":
+        return "noop", None
+    if op not in ("ADD", "UPDATE"):
+        return f"unknown op {action.get('op')!r} (expected ADD, UPDATE or NOOP)", None
+    content = action.get("content")
+    if not isinstance(content, str) or not content.strip():
+        return "content is missing or empty", None
+    content = " ".join(content.split())
+    if len(content) > MAX_CONTENT_CHARS:
+        return f"content is {len(content)} characters; one record holds one statement (<= {MAX_CONTENT_CHARS})", None
+
+    target: Record | None = None
+    if op == "UPDATE":
+        rid = parse_entry_id(action.get("entry_id", ""))
+        target = heads.get(rid) if rid is not None else None
+        if target is None and not all(k in action for k in ("owner", "source", "layer", "utype")):
+            return (f"UPDATE target {action.get('entry_id')!r} is not a current record shown to the writer, and the "
+                    "action lacks owner/source/layer/utype to add it instead"), None
+    if target is not None:
+        owner, source, layer, utype = target.owner, target.source, target.layer, target.utype
+        if near_duplicate(content, target.content, 0.95):
+            return f"UPDATE does not change E{target.id}", None
+    else:
+        layer = action.get("layer")
+        if layer not in WRITER_LAYERS:
+            return f"layer {layer!r} is not one of {', '.join(WRITER_LAYERS)}", None
+        utype = action.get("utype")
+        if utype not in WRITER_UTYPES:
+            return f"utype {utype!r} is not one of {', '.join(WRITER_UTYPES)}", None
+        owner = roster.resolve(action.get("owner"))
+        if owner is None:
+            return f"owner {action.get('owner')!r} is not in this channel's roster (nor GROUP)", None
+        if layer in GROUP_LAYERS and owner != GROUP:
+            return f"layer {layer} belongs to GROUP, not to {action.get('owner')!r}", None
+        if layer in PERSON_LAYERS and owner == GROUP:
+            return f"layer {layer} is about one person; GROUP records go in {' or '.join(GROUP_LAYERS)}", None
+        source = roster.resolve(action.get("source"))
+        if source is None or source == GROUP:
+            return f"source {action.get('source')!r} is not a person in this channel's roster", None
+
+    g = ground(content, texts)
+    if g.message_index is None or g.score < threshold:
+        return (f"not grounded in this window's messages: at most {g.matched} of {g.total} content words appear in "
+                f"one message (needs {threshold:.0%})"), None
+    msg = window[g.message_index]
+    if steering[g.message_index]:
+        return f"rests on message {msg.msg_id}, and {steering[g.message_index]}", None
+    if target is None and source != msg.author_id:
+        # Attribution must match who actually wrote the supporting message.
+        shown = roster.display.get(msg.author_id, msg.author_id)
+        return f"source {action.get('source')!r} did not write the supporting message (it was {shown})", None
+    for h in heads.values():
+        if h.owner == owner and h.id != (target.id if target else None) and near_duplicate(h.content, content):
+            return f"duplicates the current record E{h.id}", None
+    verification = {"grounding": round(g.score, 3), "message": msg.msg_id, "matched_words": g.matched,
+                    "content_words": g.total, "op": op}
+    if op == "UPDATE" and target is None:
+        verification["note"] = "UPDATE target unknown; added as a new record"
+    return None, NewRecord(scope_id=scope_id, layer=layer, utype=utype, owner=owner, source=source, content=content,
+                           ts=msg.ts, session=msg.session, turn=msg.turn, confidence=round(g.score, 3),
+                           message_ids=[msg.id], verification=verification,
+                           updates=target.id if target else None)
