@@ -272,15 +272,21 @@ class DiscordAdapter:
             self._spawn(self.backfill_guild(guild))
 
     # ------------------------------------------------------------------ backfill
-    async def history_streams(self, guild: discord.Guild) -> list[DiscordHistory]:
-        """Every readable text channel of a guild and its threads (active and archived)."""
+    async def history_streams(self, guild: discord.Guild, channels: list | None = None,
+                              active_threads: list | None = None) -> list[DiscordHistory]:
+        """Every readable text channel of a guild and its threads (active and archived).
+
+        From the gateway cache by default; the CLI passes channels and threads fetched over REST.
+        """
         streams: list[DiscordHistory] = []
         me = guild.me
-        for channel in guild.text_channels:
+        for channel in (guild.text_channels if channels is None else channels):
+            if not isinstance(channel, discord.TextChannel):
+                continue
             if me is not None and not channel.permissions_for(me).read_message_history:
                 continue
             streams.append(DiscordHistory(self, channel))
-            threads = list(channel.threads)
+            threads = list(channel.threads) + [t for t in active_threads or [] if t.parent_id == channel.id]
             try:
                 threads += [t async for t in channel.archived_threads(limit=None)]
             except discord.HTTPException as exc:
@@ -292,10 +298,19 @@ class DiscordAdapter:
                     streams.append(DiscordHistory(self, t))
         return streams
 
-    async def backfill_guild(self, guild: discord.Guild, *, progress: Any = None) -> BackfillResult:
+    async def backfill_guild(self, guild: discord.Guild, *, progress: Any = None, over_rest: bool = False,
+                             only: set[str] | None = None, max_pages: int | None = None) -> BackfillResult:
+        """Import a guild's history, oldest first, from each stream's cursor (``over_rest``: no gateway cache)."""
+        channels = threads = None
+        if over_rest:
+            channels = list(await guild.fetch_channels())
+            threads = list(await guild.active_threads())
+        streams = await self.history_streams(guild, channels, threads)
+        if only:
+            streams = [s for s in streams if s.key.channel in only or s.stream in only]
         backfiller = Backfiller(self.actions.store, default_opt_in=self.actions.default_opt_in, executor=self.fast,
                                 **({"progress": progress} if progress is not None else {}))
-        result = await backfiller.run(await self.history_streams(guild))
+        result = await backfiller.run(streams, max_pages=max_pages)
         log.info("discord backfill of guild %s: %s", guild.id, result.summary())
         return result
 

@@ -15,6 +15,10 @@ from memory.errors import ChorusError, ModelError
 from memory.llm.base import LLM
 from memory.models import Message, ScopeKey
 from memory.quick_answer import quick_answer
+from memory.records import Records
+from memory.records_sync import attach
+from memory.writer.insights import Persona
+from memory.writer.writer import Writer, WriterConfig
 from memory.search import Searcher
 from memory.store import Store
 from memory.timefmt import stamp
@@ -69,6 +73,9 @@ class Bot:
         self.store = store or Store(Path(settings.store.path).expanduser(), embedder=embedder,
                                     idle_gap_s=settings.store.idle_gap_minutes * 60)
         self.searcher = Searcher(self.store)
+        self.records = Records(self.store)
+        attach(self.store, self.records, threshold=settings.writer.grounding_threshold)
+        self._writer: Writer | None = None
         self._llm = llm
         self._llm_error: str | None = None
         self._llm_lock = threading.Lock()
@@ -89,6 +96,21 @@ class Bot:
                     self._llm_error = str(exc)
                     log.error("language model unavailable: %s", exc)
         return self._llm
+
+    def writer(self) -> Writer | None:
+        """The memory writer, sharing this bot's model; None when no model can be loaded."""
+        if self._writer is None:
+            llm = self.llm
+            if llm is None:
+                return None
+            w = self.settings.writer
+            p = self.settings.persona
+            persona = Persona(p.name, p.description, p.voice, p.cares_about) if p.insights else None
+            self._writer = Writer(self.store, llm, records=self.records, persona=persona, config=WriterConfig(
+                window_messages=w.window_messages, max_failures=w.max_failures,
+                grounding_threshold=w.grounding_threshold, max_new_tokens=w.max_new_tokens,
+                heads_token_budget=w.heads_token_budget, idle_gap_s=self.settings.store.idle_gap_minutes * 60))
+        return self._writer
 
     # ---------------------------------------------------------------- scopes
     def scope_ids(self, key: ScopeKey) -> list[int]:

@@ -49,7 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("phrase")
     c.add_argument("--scope", required=True, help="platform:workspace:channel")
 
-    sub.add_parser("status", help="what the store holds")
+    c = sub.add_parser("write", help="run pending writer windows now")
+    c.add_argument("--force", action="store_true", help="also write sessions that are still open")
+    c.add_argument("--max-windows", type=int, help="stop after this many windows")
+    c.add_argument("--retry-quarantined", type=int, metavar="ID", help="retry one quarantined window")
+
+    sub.add_parser("status", help="what the store holds, writer lag per scope, quarantined windows")
     sub.add_parser("migrate", help="apply pending schema migrations")
     sub.add_parser("scopes", help="list channels with memory")
     sub.add_parser("config-example", help="print the documented example configuration")

@@ -86,11 +86,51 @@ def whosaid(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+@command("write")
+def write(args: argparse.Namespace, settings: Settings) -> int:
+    bot = Bot(settings)
+    try:
+        writer = bot.writer()
+        if writer is None:
+            raise ChorusError(f"the language model could not be loaded: {bot._llm_error}")
+        if args.retry_quarantined is not None:
+            res = writer.retry_quarantined(args.retry_quarantined)
+            print(f"window {args.retry_quarantined}: {res.status} ({res.accepted} records, {res.error or 'ok'})")
+            return 0 if res.status == "committed" else 1
+        total = sum(l.pending_messages for l in writer.lag())
+        with tqdm(total=total, desc="write", unit="msg", file=sys.stderr) as bar:
+            def tick(res) -> None:
+                bar.update(res.n_messages)
+                bar.set_postfix(records=res.accepted, status=res.status)
+            results = writer.run_pending(force=args.force, max_windows=args.max_windows, progress=tick)
+        ok = sum(r.status == "committed" for r in results)
+        print(f"{len(results)} windows: {ok} committed, {len(results) - ok} failed; "
+              f"{sum(r.accepted for r in results)} records added, {sum(r.rejected for r in results)} rejected")
+        return 0
+    finally:
+        bot.close()
+
+
 @command("status")
 def status(args: argparse.Namespace, settings: Settings) -> int:
+    from memory.writer.writer import Writer
+
     bot = Bot(settings, load_models=False)
     try:
         print(bot.status().text)
+        writer = Writer(bot.store, llm=None, records=bot.records)  # type: ignore[arg-type]  # read-only use
+        print("\nwriter lag per scope:")
+        for lag in writer.lag():
+            print(f"  {lag.label}: {lag.pending_messages} messages pending, {bot.records.count(lag.scope_id)} "
+                  f"records, {lag.quarantined} quarantined window(s)"
+                  + (f", last error: {lag.last_error}" if lag.last_error else ""))
+        for q in writer.quarantined():
+            print(f"  quarantined #{q['id']}: scope {q['scope_id']} messages {q['first_message_id']}-"
+                  f"{q['last_message_id']} failed {q['failures']}x: {q['last_error']}  "
+                  f"(retry: chorus write --retry-quarantined {q['id']})")
+        speed = writer.speed()
+        print(f"model speed (last {speed['windows']} windows): {speed['gen_tokens_per_s']} tokens/s, "
+              f"{speed['messages_per_min']} messages/min")
     finally:
         bot.close()
     return 0

@@ -85,6 +85,51 @@ def _blank_authors(conn: Connection, ids: Sequence[int]) -> None:
                      f"({','.join('?' * len(chunk))})", chunk)
 
 
+def _scrub_writer_runs(conn: Connection, ids: Sequence[int]) -> None:
+    """The writer's audit log quotes what it read: blank the runs whose window held a forgotten message."""
+    cols = set(_table_columns(conn, "writer_runs"))
+    if not {"scope_id", "first_message_id", "last_message_id"} <= cols:
+        return
+    blank = [f"{c} = ?" for c in ("raw_output", "accepted", "rejected", "error") if c in cols]
+    values = ["" if c == "raw_output" else "[]" if c in ("accepted", "rejected") else None
+              for c in ("raw_output", "accepted", "rejected", "error") if c in cols]
+    if not blank:
+        return
+    for chunk in _chunks(list(ids)):
+        marks = ",".join("?" * len(chunk))
+        for mid, sid in conn.execute(f"SELECT id, scope_id FROM messages WHERE id IN ({marks})", chunk).fetchall():
+            conn.execute(f"UPDATE writer_runs SET {', '.join(blank)} WHERE scope_id = ? AND first_message_id <= ? "
+                         "AND last_message_id >= ?", [*values, sid, mid, mid])
+
+
+class _Scrubbing:
+    """While forgetting, freed pages are zeroed; afterwards FTS segments are rewritten and the WAL emptied,
+    so the forgotten text does not linger in the file where SQL can no longer see it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.before = 0
+
+    def __enter__(self) -> "_Scrubbing":
+        with self.store.read() as conn:
+            self.before = int(conn.execute("PRAGMA secure_delete").fetchone()[0])
+            conn.execute("PRAGMA secure_delete = ON")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if exc[0] is None:
+                with self.store.write() as conn:
+                    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                                "sql LIKE 'CREATE VIRTUAL TABLE%fts5%'").fetchall():
+                        conn.execute(f"INSERT INTO {name}({name}) VALUES ('optimize')")
+                with self.store.read() as conn:
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            with self.store.read() as conn:
+                conn.execute(f"PRAGMA secure_delete = {self.before}")
+
+
 def forget_user(store: Store, platform: str, workspace: str, user_id: str, *,
                 include_dms: bool = True) -> ForgetReport:
     """Remove every message of a user in a workspace, their roster rows and (via hooks) Track 2 data.
@@ -95,24 +140,26 @@ def forget_user(store: Store, platform: str, workspace: str, user_id: str, *,
     """
     report = ForgetReport(platform, workspace, user_id)
     ids = user_message_ids(store, platform, workspace, user_id, include_dms=include_dms)
-    report.messages = store.delete_messages(ids, reason=FORGOTTEN) if ids else 0
     sids = workspace_scope_ids(store, platform, workspace, include_dms=include_dms)
     hooks = list(getattr(store, "forget_person_hooks", []) or [])
     touched: set[int] = set()
-    with store.write() as conn:
-        _blank_authors(conn, ids)
-        for chunk in _chunks(ids):
-            touched |= {r[0] for r in conn.execute(
-                f"SELECT DISTINCT scope_id FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk)}
-        for chunk in _chunks(sids):
-            touched |= {r[0] for r in conn.execute(
-                f"SELECT scope_id FROM people WHERE person_id = ? AND scope_id IN "
-                f"({','.join('?' * len(chunk))})", [user_id, *chunk])}
-        for sid in sorted(touched):
-            for hook in hooks:
-                hook(conn, sid, user_id)
-            report.roster_rows += conn.execute("DELETE FROM people WHERE scope_id = ? AND person_id = ?",
-                                               (sid, user_id)).rowcount
+    with _Scrubbing(store):
+        report.messages = store.delete_messages(ids, reason=FORGOTTEN) if ids else 0
+        with store.write() as conn:
+            _blank_authors(conn, ids)
+            _scrub_writer_runs(conn, ids)
+            for chunk in _chunks(ids):
+                touched |= {r[0] for r in conn.execute(
+                    f"SELECT DISTINCT scope_id FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk)}
+            for chunk in _chunks(sids):
+                touched |= {r[0] for r in conn.execute(
+                    f"SELECT scope_id FROM people WHERE person_id = ? AND scope_id IN "
+                    f"({','.join('?' * len(chunk))})", [user_id, *chunk])}
+            for sid in sorted(touched):
+                for hook in hooks:
+                    hook(conn, sid, user_id)
+                report.roster_rows += conn.execute("DELETE FROM people WHERE scope_id = ? AND person_id = ?",
+                                                   (sid, user_id)).rowcount
     report.scope_ids = sorted(touched)
     report.scopes = len(touched)
     return report
@@ -128,9 +175,11 @@ def forget_message(store: Store, key: ScopeKey, msg_id: str) -> bool:
 
 def forget_stored(store: Store, message: StoredMessage) -> bool:
     """Forget a message already looked up (e.g. through a link that named its thread)."""
-    n = store.delete_messages([message.id], reason=FORGOTTEN)
-    with store.write() as conn:
-        _blank_authors(conn, [message.id])
+    with _Scrubbing(store):
+        n = store.delete_messages([message.id], reason=FORGOTTEN)
+        with store.write() as conn:
+            _blank_authors(conn, [message.id])
+            _scrub_writer_runs(conn, [message.id])
     return n > 0
 
 

@@ -50,7 +50,7 @@ GUILD_CREATE = {
     "default_message_notifications": 0, "explicit_content_filter": 0, "mfa_level": 0, "nsfw_level": 0,
     "premium_tier": 0, "preferred_locale": "en-US", "features": [], "emojis": [], "stickers": [],
     "member_count": 3, "large": False, "unavailable": False, "joined_at": iso(T0 - 86400),
-    "roles": [{"id": GUILD_ID, "name": "@everyone", "permissions": "3072", "position": 0, "color": 0,
+    "roles": [{"id": GUILD_ID, "name": "@everyone", "permissions": "68608", "position": 0, "color": 0,
                "hoist": False, "managed": False, "mentionable": False, "flags": 0}],
     "channels": [{"id": GENERAL, "type": 0, "name": "general", "position": 0, "permission_overwrites": [],
                   "guild_id": GUILD_ID, "nsfw": False, "topic": None, "last_message_id": None}],

@@ -40,9 +40,10 @@ _INSTALL_HINT = (
 )
 _REQUIRED_FILES = ("model.safetensors", "tokenizer.json", "config.json")
 
-# Rows per feed-forward matmul (big enough for an efficient GEMM) and rows per
-# GELU block (32 x 1536 float32 x 4 buffers = 768 KB, inside a core's L2).
-_FFN_CHUNK_ROWS = 256
+# Rows per feed-forward matmul (caps the 1536-wide buffer at 6 MB while keeping
+# the GEMM efficient) and rows per GELU block (32 x 1536 float32 x 4 buffers =
+# 768 KB, inside a core's L2).
+_FFN_CHUNK_ROWS = 1024
 _GELU_BLOCK_ROWS = 32
 
 # Abramowitz & Stegun 7.1.26: erfc(z) ~= poly(t) * exp(-z^2), t = 1/(1 + p z),
@@ -314,9 +315,11 @@ class MiniLMEmbedder:
         x += np.tile(self._pos_type[:seq_len], (bsz, 1))
         _layer_norm_(x, self._emb_ln_w, self._emb_ln_b, self._eps)
 
-        # Additive key mask, broadcast over heads and query positions. Padded keys
-        # get a large negative score so exp() makes their weight exactly zero.
-        key_bias = ((mask - 1.0) * np.float32(1e9))[:, None, None, :]
+        # Additive key mask. Padded keys get a large negative score so exp() makes
+        # their weight exactly zero. Scores are kept as (B, H, keys, queries):
+        # softmax then reduces over axis -2, which numpy vectorises across the
+        # query axis, instead of over a short contiguous last axis (~2.5x slower).
+        key_bias = ((mask - 1.0) * np.float32(1e9))[:, None, :, None]
         padded = bool(mask.min() < 1.0)
 
         chunk = min(rows, _FFN_CHUNK_ROWS)
@@ -329,17 +332,17 @@ class MiniLMEmbedder:
             qkv = x @ layer.w_qkv
             qkv += layer.b_qkv
             qkv = qkv.reshape(bsz, seq_len, 3, heads, head_dim)
-            q = qkv[:, :, 0].transpose(0, 2, 1, 3)  # (B, H, L, D)
-            k = qkv[:, :, 1].transpose(0, 2, 3, 1)  # (B, H, D, L)
-            v = qkv[:, :, 2].transpose(0, 2, 1, 3)  # (B, H, L, D)
-            scores = np.matmul(q, k)  # (B, H, L, L), already scaled via w_qkv
+            q_t = qkv[:, :, 0].transpose(0, 2, 3, 1)  # (B, H, D, Lq)
+            k = qkv[:, :, 1].transpose(0, 2, 1, 3)  # (B, H, Lk, D)
+            v_t = qkv[:, :, 2].transpose(0, 2, 3, 1)  # (B, H, D, Lk)
+            scores = np.matmul(k, q_t)  # (B, H, Lk, Lq), already scaled via w_qkv
             if padded:
                 scores += key_bias
-            scores -= scores.max(axis=-1, keepdims=True)
+            scores -= scores.max(axis=-2, keepdims=True)
             np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            ctx = np.matmul(scores, v)  # (B, H, L, D)
-            ctx = ctx.transpose(0, 2, 1, 3).reshape(rows, hidden)
+            scores *= np.reciprocal(scores.sum(axis=-2, keepdims=True))
+            ctx_t = np.matmul(v_t, scores)  # (B, H, D, Lq)
+            ctx = ctx_t.transpose(0, 3, 1, 2).reshape(rows, hidden)
 
             attn = ctx @ layer.w_o
             attn += layer.b_o

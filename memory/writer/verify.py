@@ -70,6 +70,30 @@ def parse_actions(raw: str) -> list[Any]:
     raise ValueError("output has no 'actions' list")
 
 
+def salvage_actions(raw: str) -> list[Any]:
+    """Complete action objects from output cut off mid-way (the unfinished tail is dropped).
+
+    Constrained decoding guarantees the text is a prefix of valid JSON, so every
+    object before the cut is whole. The caller logs that the output was truncated.
+    """
+    start = raw.find("[")
+    if start < 0:
+        return []
+    decoder = json.JSONDecoder()
+    items: list[Any] = []
+    pos = start + 1
+    while True:
+        while pos < len(raw) and raw[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(raw) or raw[pos] == "]":
+            return items
+        try:
+            obj, pos = decoder.raw_decode(raw, pos)
+        except json.JSONDecodeError:
+            return items
+        items.append(obj)
+
+
 def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: RosterIndex,
            heads: dict[int, Record], threshold: float, scope_id: int) -> Verdict:
     """Check each proposed action; return what may be committed and why the rest may not."""

@@ -20,7 +20,11 @@ from ..records import GROUP, INSIGHT_LAYER, NewRecord, Record, Records
 from ..store import MESSAGE_COLUMNS, Store, row_to_message
 from .insights import Persona, insight_prompt, insight_schema, verify_insights
 from .prompt import action_schema, build_prompt
-from .verify import Rejection, RosterIndex, max_actions, parse_actions, verify
+from .verify import Rejection, RosterIndex, max_actions, parse_actions, salvage_actions, verify
+
+# Most actions the grammar lets one window produce; small models otherwise repeat themselves
+# until the token budget runs out. Verification still enforces max(8, 2 x messages).
+GRAMMAR_MAX_ITEMS = 8
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +66,7 @@ class WindowResult:
     completion: Completion | None = None
     record_ids: list[int] = field(default_factory=list)
     quarantined: bool = False
+    n_messages: int = 0
 
 
 @dataclass
@@ -159,16 +164,22 @@ class Writer:
         shown = self._heads_for(window, all_heads)
         prompt = build_prompt(people, shown, names, window.messages)
         limit = max_actions(len(window.messages))
-        schema = action_schema(people, [f"E{h.id}" for h in shown], min(limit, 12))
+        schema = action_schema(people, [f"E{h.id}" for h in shown], min(limit, GRAMMAR_MAX_ITEMS))
         completion: Completion | None = None
         raw = ""
+        notes: list[Rejection] = []
         try:
             completion = self.llm.complete(prompt, max_tokens=self.config.max_new_tokens, temperature=0.0,
                                            json_schema=schema, priority=BACKGROUND)
             raw = completion.text
             actions = parse_actions(raw)
         except ModelOutputError as exc:
-            return self._fail(window, started, t0, f"model output rejected: {exc.reason}", exc.raw, completion)
+            raw = exc.raw
+            actions = salvage_actions(raw) if raw.lstrip().startswith('{"actions"') else []
+            if not actions:
+                return self._fail(window, started, t0, f"model output rejected: {exc.reason}", raw, completion)
+            notes.append(Rejection({"truncated_output": raw[-200:]},
+                                   f"{exc.reason}; kept the {len(actions)} complete actions before the cut"))
         except ModelError as exc:
             return self._fail(window, started, t0, f"model failed: {exc}", raw, completion)
         except ValueError as exc:
@@ -177,7 +188,7 @@ class Writer:
         verdict = verify(actions, window=window.messages, roster=roster,
                          heads={h.id: h for h in all_heads}, threshold=self.config.grounding_threshold,
                          scope_id=window.scope_id)
-        rejected: list[Rejection] = list(verdict.rejected)
+        rejected: list[Rejection] = notes + list(verdict.rejected)
         insights: list[tuple[NewRecord, list[int]]] = []
         insight_completion: Completion | None = None
         facts = [r for r in verdict.accepted]
@@ -197,7 +208,7 @@ class Writer:
         vectors = self.store.embedder.embed(texts) if (self.store.embedder and texts) else None
         model = getattr(self.llm, "name", "model")
         with self.store.write() as conn:
-            run_id = self._log_run(conn, window, started, t0, "committed", raw, True, completion,
+            run_id = self._log_run(conn, window, started, t0, "committed", raw, not notes, completion,
                                    accepted=[_describe(r) for r in facts] + [_describe(r) for r, _ in insights],
                                    rejected=[r.to_json() for r in rejected], extra=insight_completion)
             ids: list[int] = []
@@ -210,7 +221,8 @@ class Writer:
                                                vector=None if vectors is None else vectors[len(facts) + m]))
             self._advance(conn, window, failures=0, error=None)
         return WindowResult(window.scope_id, run_id, "committed", accepted=len(ids), rejected=len(rejected),
-                            parsed=True, completion=completion, record_ids=ids)
+                            parsed=not notes, completion=completion, record_ids=ids,
+                            n_messages=len(window.messages))
 
     def _fail(self, window: Window, started: float, t0: float, error: str, raw: str,
               completion: Completion | None) -> WindowResult:
@@ -232,7 +244,7 @@ class Writer:
             else:
                 self._set_state(conn, window.scope_id, None, failures, error)
         return WindowResult(window.scope_id, run_id, "failed", error=error, completion=completion,
-                            quarantined=quarantined)
+                            quarantined=quarantined, n_messages=len(window.messages))
 
     @staticmethod
     def watermark_in(conn, scope_id: int) -> tuple[int, int]:
