@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 PLATFORM = "discord"
 DM_WORKSPACE = "@me"
 MAX_CHARS = 2000
-DEFER_AFTER_S = 1.5  # Discord drops an interaction not answered within 3 s
+DEFER_AFTER_S = 1.0  # Discord drops an interaction not answered within 3 s; leave room for the network
 _STORED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 _LINK = re.compile(r"https?://(?:\w+\.)?discord(?:app)?\.com/channels/(@me|\d+)/(\d+)/(\d+)")
 

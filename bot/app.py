@@ -14,7 +14,10 @@ from memory.embeddings.base import Embedder
 from memory.errors import ChorusError, ModelError
 from memory.llm.base import LLM
 from memory.models import Message, ScopeKey
-from memory.quick_answer import quick_answer
+from memory.query.answer import Answerer, PersonaVoice
+from memory.query.compose import Budgets
+from memory.records import GROUP, PERSON_LAYERS
+from memory.writer.verify import RosterIndex
 from memory.records import Records
 from memory.records_sync import attach
 from memory.writer.insights import Persona
@@ -146,15 +149,71 @@ class Bot:
             stored = self.store.find(ScopeKey.of(asked_in), asked_in.msg_id)
             if stored is not None:
                 exclude.add(stored.id)
-        result = quick_answer(self.searcher, scope_ids, question, llm=self.llm, k=3, exclude=exclude)
-        citations = [Citation(n, h.message.id, h.message.platform, h.message.workspace, h.message.channel,
-                              h.message.msg_id, h.message.author_name, h.message.ts, _excerpt(h.message.text))
-                     for n, h in enumerate(result.hits, 1)]
-        lines = [result.sentence]
-        for c in citations:
-            lines.append(f"[{c.n}] {c.author} ({stamp(c.ts)}): {c.excerpt}")
+        result = self.answerer().answer(scope_ids, question, exclude=frozenset(exclude),
+                                        asker_id=asked_in.author_id if asked_in else None,
+                                        asked_at=asked_in.ts if asked_in else None)
+        citations = []
+        for n in result.cited:
+            c = result.pack.cite_for(n)
+            if c is not None:
+                m = c.message
+                citations.append(Citation(n, m.id, m.platform, m.workspace, m.channel, m.msg_id, m.author_name,
+                                          m.ts, _excerpt(m.text)))
+        lines = [result.text] + [f"[{c.n}] {c.author} ({stamp(c.ts)}): {c.excerpt}" for c in citations]
         text = cut_for_chat("\n".join(lines), self.settings.answer.max_chars)
-        return Reply(text, citations, data={"model_used": result.model_used, "notes": result.notes})
+        return Reply(text, citations, data={"model_used": result.model_used, "notes": result.notes,
+                                            "abstained": result.abstained,
+                                            "rows": [r.name for r in result.pack.rows]})
+
+    def answerer(self) -> Answerer:
+        p = self.settings.persona
+        s = self.settings.search
+        return Answerer(self.store, self.searcher, self.records, self.llm,
+                        persona=PersonaVoice(p.name, p.description, p.voice, p.cares_about),
+                        budgets=Budgets(recall_pool=s.recall_pool, top_k=s.top_k, neighbours=s.neighbours,
+                                        token_budget=self.settings.answer.evidence_token_budget),
+                        max_new_tokens=self.settings.answer.max_new_tokens)
+
+    def profile(self, key: ScopeKey, person: str) -> Reply:
+        """A person's current core and profile records, and what others said about them."""
+        scope_ids = self.scope_ids(key)
+        roster = [p for sid in scope_ids for p in self.store.roster(sid)]
+        pid = RosterIndex(roster).resolve(person.lstrip("@"))
+        if pid is None or pid == GROUP:
+            return Reply(f"I don't know anyone called {person.strip()[:60]!r} in this channel.")
+        name = next(p.display_name for p in roster if p.person_id == pid)
+        own = self.records.heads(scope_ids, owners=[pid], layers=list(PERSON_LAYERS))
+        by_self = [r for r in own if r.source == pid]
+        by_others = [r for r in own if r.source != pid]
+        names = {p.person_id: p.display_name for p in roster}
+        lines = [f"What I remember about {name}:"]
+        lines += [f"- {r.content} ({stamp(r.ts)[:10]})" for r in by_self[:15]] or ["- (no records yet)"]
+        if by_others:
+            lines.append("What others said about them:")
+            lines += [f"- {names.get(r.source, r.source)}: {r.content} ({stamp(r.ts)[:10]})" for r in by_others[:10]]
+        data = {"person": pid, "records": [r.id for r in own]}
+        return Reply(cut_for_chat("\n".join(lines), self.settings.answer.max_chars), data=data)
+
+    def timeline(self, key: ScopeKey, topic: str) -> Reply:
+        """How a topic evolved: update chains, group decisions first."""
+        scope_ids = self.scope_ids(key)
+        found = self.records.search(scope_ids, topic, limit=12, heads_only=False)
+        if not found:
+            return Reply(f"I have no memory records about {topic.strip()[:60]!r} yet.")
+        chains: dict[int, list] = {}
+        for rec, _ in found:
+            if rec.chain_id not in chains:
+                chains[rec.chain_id] = [r for r in self.records.chain(rec.id) if r.status == "active"]
+        names = {p.person_id: p.display_name for sid in scope_ids for p in self.store.roster(sid)}
+        ordered = sorted(chains.values(), key=lambda c: (c[-1].owner != GROUP, c[-1].utype != "decision", c[0].ts))
+        lines = [f"Timeline for {topic.strip()[:60]}:"]
+        for chain in ordered:
+            who = "GROUP" if chain[-1].owner == GROUP else names.get(chain[-1].owner, chain[-1].owner)
+            for n, r in enumerate(chain):
+                mark = "now" if n == len(chain) - 1 else "was"
+                lines.append(f"- {stamp(r.ts)[:10]} {who} ({mark}): {r.content}")
+        return Reply(cut_for_chat("\n".join(lines), self.settings.answer.max_chars),
+                     data={"chains": [[r.id for r in c] for c in ordered]})
 
     def whosaid(self, key: ScopeKey, phrase: str) -> Reply:
         scope_ids = self.scope_ids(key)

@@ -71,6 +71,25 @@ class Searcher:
         vec = embedder.embed([text])[0]
         return self.vectors.knn(scope_ids, vec, limit)
 
+    def by_author(self, scope_ids: list[int], author_id: str, text: str, k: int = 1) -> list[StoredMessage]:
+        """One person's messages best matching ``text`` (BM25, then meaning), restricted in SQL."""
+        if not scope_ids:
+            return []
+        query = ftsquery.match_any(text)
+        ids: list[int] = []
+        if query:
+            with self.store.read() as conn:
+                ids = [r[0] for r in conn.execute(
+                    "SELECT f.rowid FROM messages_fts f JOIN messages m ON m.id = f.rowid "
+                    "WHERE messages_fts MATCH ? AND m.author_id = ? ORDER BY bm25(messages_fts, 1.0, 0.0, 0.0) "
+                    "LIMIT ?", (ftsquery.scoped(query, scope_ids, "text"), author_id, int(k))).fetchall()]
+        if len(ids) < k and self.store.embedder is not None and text.strip():
+            vec = self.store.embedder.embed([text])[0]
+            for mid, _ in self.vectors.knn(scope_ids, vec, k, author_id=author_id):
+                if mid not in ids:
+                    ids.append(mid)
+        return self.store.messages(ids[:k])
+
     def search(self, scope_ids: list[int], text: str, *, k: int = 10, mode: Mode = "hybrid",
                pool: int = RECALL_POOL, exclude: set[int] | frozenset[int] = frozenset()) -> list[SearchHit]:
         """Top-``k`` messages for ``text`` from a recall pool of ``pool`` per retriever.

@@ -23,6 +23,7 @@ class _Mirror:
     max_id: int
     ids: np.ndarray
     matrix: np.ndarray
+    authors: np.ndarray
 
 
 class VectorIndex:
@@ -34,14 +35,18 @@ class VectorIndex:
         self._mirrors: dict[int, _Mirror] = {}
         self._lock = threading.Lock()
 
-    def knn(self, scope_ids: list[int], query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(message id, cosine distance) nearest first, across ``scope_ids``."""
+    def knn(self, scope_ids: list[int], query: np.ndarray, k: int, *,
+            author_id: str | None = None) -> list[tuple[int, float]]:
+        """(message id, cosine distance) nearest first, across ``scope_ids`` (optionally one author's)."""
         if self.store.vector_dim is None or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         found: list[tuple[int, float]] = []
         for sid in scope_ids:
-            found.extend(self._knn_mirror(sid, q, k) if self.use_mirror else self._knn_vec0(sid, q, k))
+            if author_id is not None or self.use_mirror:
+                found.extend(self._knn_mirror(sid, q, k, author_id))
+            else:
+                found.extend(self._knn_vec0(sid, q, k))
         found.sort(key=lambda x: x[1])
         return found[:k]
 
@@ -51,11 +56,17 @@ class VectorIndex:
                                 "AND scope_id = ?", (q.tobytes(), int(k), int(scope_id))).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def _knn_mirror(self, scope_id: int, q: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def _knn_mirror(self, scope_id: int, q: np.ndarray, k: int,
+                    author_id: str | None = None) -> list[tuple[int, float]]:
         mirror = self._fresh(scope_id)
         if mirror is None or len(mirror.ids) == 0:
             return []
         sims = mirror.matrix @ q
+        if author_id is not None:
+            sims = np.where(mirror.authors == author_id, sims, -np.inf)
+            k = min(k, int(np.isfinite(sims).sum()))
+            if k <= 0:
+                return []
         k = min(k, len(sims))
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.argsort(-sims[top])]
@@ -71,11 +82,13 @@ class VectorIndex:
                 mirror = self._mirrors.get(scope_id)
                 if mirror is None or mirror.gen != gen:
                     mirror = _Mirror(gen, 0, np.zeros(0, dtype=np.int64),
-                                     np.zeros((0, self.store.vector_dim or 0), dtype=np.float32))
-                new = conn.execute("SELECT id FROM messages WHERE scope_id = ? AND embedded = 1 AND id > ? "
+                                     np.zeros((0, self.store.vector_dim or 0), dtype=np.float32),
+                                     np.zeros(0, dtype=object))
+                new = conn.execute("SELECT id, author_id FROM messages WHERE scope_id = ? AND embedded = 1 AND id > ? "
                                    "ORDER BY id", (scope_id, mirror.max_id)).fetchall()
                 if new:
                     ids = np.fromiter((r[0] for r in new), dtype=np.int64, count=len(new))
+                    authors = np.array([r[1] for r in new], dtype=object)
                     vecs = np.empty((len(ids), self.store.vector_dim), dtype=np.float32)
                     pos = {int(i): n for n, i in enumerate(ids)}
                     for start in range(0, len(ids), 900):
@@ -85,6 +98,7 @@ class VectorIndex:
                                 chunk):
                             vecs[pos[int(rid)]] = np.frombuffer(blob, dtype=np.float32)
                     mirror = _Mirror(gen, int(ids[-1]), np.concatenate([mirror.ids, ids]),
-                                     np.concatenate([mirror.matrix, vecs]) if len(mirror.ids) else vecs)
+                                     np.concatenate([mirror.matrix, vecs]) if len(mirror.ids) else vecs,
+                                     np.concatenate([mirror.authors, authors]))
                 self._mirrors[scope_id] = mirror
             return mirror

@@ -73,9 +73,11 @@ def test_batching_and_padding_do_not_change_vectors(embedder: MiniLMEmbedder) ->
     together = embedder.embed(texts)
     one_by_one = np.vstack([embedder.embed([t]) for t in texts])
     assert np.allclose(together, one_by_one, atol=1e-5)
-    # A tiny batch size forces several forward passes over differently padded groups.
-    small = MiniLMEmbedder(model_dir=embedder.model_dir, batch_size=2)
-    assert np.allclose(small.embed(texts), one_by_one, atol=1e-5)
+    # A tiny batch size forces several forward passes over differently padded
+    # groups, run on the worker pool and, with threads=1, inline.
+    for threads in (2, 1):
+        small = MiniLMEmbedder(model_dir=embedder.model_dir, batch_size=2, threads=threads)
+        assert np.allclose(small.embed(texts), one_by_one, atol=1e-5)
 
 
 def test_huge_text_is_cut_not_rejected(embedder: MiniLMEmbedder) -> None:

@@ -224,3 +224,24 @@ def test_forget_me_confirmation_code_is_per_user_and_single_use(world):
     done = acts.forget_me(inv, code)
     assert done.data["forgotten"] == 4 and store.count_messages() == 3
     assert "confirm" in acts.forget_me(inv, code).text  # used up: asks again
+
+
+def test_cli_forget_and_export(world, tmp_path, capsys):
+    import argparse
+
+    from bot import platform_cli
+    from bot.cli import COMMANDS
+
+    store, bot, acts, path = world
+    parser = argparse.ArgumentParser()
+    platform_cli.add_parsers(parser.add_subparsers(dest="command"))
+    settings = Settings.model_validate({"store": {"path": str(path)}})
+    out = tmp_path / "alice.json"
+    base = ["--platform", "slack", "--workspace", TEAM, "--user", ALICE]
+    assert COMMANDS["export"](parser.parse_args(["export", *base, "--out", str(out)]), settings) == 0
+    assert sorted(x["msg_id"] for x in json.loads(out.read_text())["messages"]) == ["1", "3", "5", "6"]
+    with pytest.raises(Exception, match="--yes"):  # no terminal to confirm on, and no --yes
+        COMMANDS["forget"](parser.parse_args(["forget", *base]), settings)
+    assert COMMANDS["forget"](parser.parse_args(["forget", *base, "--yes"]), settings) == 0
+    assert "Forgot 4 message(s)" in capsys.readouterr().out
+    assert rows_containing(store, ALICE_WORDS) == []

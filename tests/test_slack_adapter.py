@@ -407,3 +407,60 @@ def test_backfill_honours_retry_after_and_fetches_threads(h):
     key = ScopeKey("slack", TEAM, GENERAL)
     assert h.store.find(key, "1700000001.500000").thread == "1700000001.000100"
     assert [m.msg_id for m in h.store.recent(h.store.scope_id(key), 10)][0] == "1700000001.000100"
+
+
+def test_chorus_run_serves_until_sigterm_and_never_logs_a_token(tmp_path, monkeypatch, caplog):
+    import functools
+    import logging
+    import os
+    import signal
+    import socket
+
+    import slack_sdk
+
+    from bot import platform_cli
+
+    api = MockSlackAPI()
+    monkeypatch.setattr(slack_sdk, "WebClient", functools.partial(WebClient, base_url=f"{api.base}/api/"))
+    token = "xoxb-1234-very-secret-token"
+    monkeypatch.setenv("SLACK_BOT_TOKEN", token)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = Settings.model_validate({"store": {"path": str(tmp_path / "chorus.db")},
+                                        "slack": {"enabled": True, "mode": "http", "port": port}})
+    bot = Bot(settings, load_models=False)
+    platform_cli.redact(platform_cli._secrets(settings))
+    caplog.set_level(logging.INFO)
+
+    async def go() -> int:
+        server = asyncio.create_task(platform_cli.serve(settings, bot, Actions(bot)))
+        body = json.dumps({"type": "event_callback", "team_id": TEAM, "event_id": "EvRUN1",
+                           "event": {"type": "message", "channel": GENERAL, "user": "U0ALICE",
+                                     "text": "served by chorus run", "ts": "1717000100.000100"}})
+
+        def post() -> int:
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/slack/events", data=body.encode(),
+                                         headers={"Content-Type": "application/json", **signed(body)})
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status
+        for _ in range(200):
+            try:
+                assert await asyncio.to_thread(post) == 200
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        logging.getLogger("chorus.test").info("a library printing the token %s by mistake", token)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return await asyncio.wait_for(server, 20)
+
+    try:
+        assert asyncio.run(go()) == 0
+        sid = bot.store.scope_id(ScopeKey("slack", TEAM, GENERAL))
+        assert sid is not None and bot.store.count_messages(sid) == 1
+        assert token not in caplog.text and "[redacted]" in caplog.text
+        assert "slack HTTP mode listening" in caplog.text and "stopping" in caplog.text
+    finally:
+        bot.close()
+        api.close()

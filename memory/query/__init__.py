@@ -1,0 +1,1 @@
+"""The query pipeline: project -> Track 1 -> Track 2 rows -> compose -> answer."""

@@ -1,0 +1,236 @@
+"""Compose one evidence pack: raw excerpts (Track 1) plus the memory slice by row (Track 2).
+
+Rows stay separate: one per person asked about (or every member for ALL) and one
+for GROUP. Each row holds that person's matching records (current node, or the
+whole chain when history is wanted), a group record they voiced, or, failing
+that, their best raw message, or an explicit "(no record)". Every item cites the
+message it rests on, and the pack stays under a token budget.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..models import SearchHit, StoredMessage
+from ..records import GROUP, INSIGHT_LAYER, Record, Records
+from ..search import Searcher
+from ..store import Person, Store
+from ..timefmt import stamp
+from .dates import annotate
+from .project import ALL, Projection
+
+
+@dataclass
+class Budgets:
+    recall_pool: int = 40
+    top_k: int = 10
+    neighbours: int = 1
+    expand_hits: int = 3
+    row_k: int = 2
+    source_k: int = 1
+    token_budget: int = 1500
+    max_rows: int = 30
+
+
+@dataclass
+class Cite:
+    """A numbered citation: the message an evidence item rests on."""
+
+    n: int
+    message: StoredMessage
+
+
+@dataclass
+class RowItem:
+    record: Record
+    history: list[Record]
+    cite: Cite | None
+    via: str  # "owner", "voiced", "insight-fact"
+
+
+@dataclass
+class Row:
+    key: str  # person id or GROUP
+    name: str
+    items: list[RowItem] = field(default_factory=list)
+    fallback: Cite | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.items and self.fallback is None
+
+
+@dataclass
+class EvidencePack:
+    projection: Projection
+    excerpts: list[Cite]
+    rows: list[Row]
+    cites: list[Cite]
+    hits: list[SearchHit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def cite_for(self, n: int) -> Cite | None:
+        return next((c for c in self.cites if c.n == n), None)
+
+    def message_ids(self, k: int, *, track1: bool = True, track2: bool = True,
+                    person_rows: bool = True, group_rows: bool = True) -> list[str]:
+        """Evidence messages (platform msg ids) under an item budget of ``k``, for retrieval scoring.
+
+        Track 2 provenance comes first (rows are what the pipeline adds), then Track 1 hits fill the budget.
+        """
+        out: list[str] = []
+
+        def put(m: StoredMessage) -> None:
+            if m.msg_id not in out and len(out) < k:
+                out.append(m.msg_id)
+
+        if track2:
+            for row in self.rows:
+                if (row.key == GROUP and not group_rows) or (row.key != GROUP and not person_rows):
+                    continue
+                for item in row.items:
+                    if item.cite:
+                        put(item.cite.message)
+        if track1:
+            for hit in self.hits:
+                put(hit.message)
+        return out
+
+    def render(self, names: dict[str, str]) -> str:
+        """The evidence text handed to the answer model."""
+        lines = ["[RAW EXCERPTS]"]
+        for c in self.excerpts:
+            lines.append(_line(c))
+        if self.rows:
+            lines.append("[MEMORY BY PERSON]")
+            for row in self.rows:
+                if row.empty:
+                    lines.append(f"{row.name}: (no record)")
+                    continue
+                for item in row.items:
+                    tag = f" [{item.cite.n}]" if item.cite else ""
+                    lines.append(f"{row.name}: now: {item.record.content}{tag}")
+                    for old in item.history:
+                        lines.append(f"{row.name}: earlier ({stamp(old.ts)[:10]}): {old.content}")
+                if not row.items and row.fallback:
+                    lines.append(f"{row.name}: said: {_flat(row.fallback.message.text, 200)} [{row.fallback.n}]")
+        return "\n".join(lines)
+
+
+def _flat(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _line(c: Cite) -> str:
+    m = c.message
+    return f"[{c.n}] {m.author_name} ({stamp(m.ts)}): {annotate(_flat(m.text, 400), m.ts)}"
+
+
+def _tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+class Composer:
+    """Builds evidence packs for questions within one set of scopes."""
+
+    def __init__(self, store: Store, searcher: Searcher, records: Records, budgets: Budgets | None = None) -> None:
+        self.store = store
+        self.searcher = searcher
+        self.records = records
+        self.budgets = budgets or Budgets()
+
+    def compose(self, scope_ids: list[int], question: str, projection: Projection, roster: list[Person], *,
+                exclude: frozenset[int] = frozenset(), use_track1: bool = True, use_track2: bool = True,
+                person_rows: bool = True, group_rows: bool = True) -> EvidencePack:
+        b = self.budgets
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        hits = self.searcher.search(scope_ids, question, k=b.top_k, pool=b.recall_pool, exclude=exclude) \
+            if use_track1 else []
+        timings["track1"] = (time.perf_counter() - t) * 1000
+        cites: dict[int, Cite] = {}
+
+        def cite(m: StoredMessage) -> Cite:
+            if m.id not in cites:
+                cites[m.id] = Cite(len(cites) + 1, m)
+            return cites[m.id]
+
+        used = 0
+        excerpts: list[Cite] = []
+        expanded: list[StoredMessage] = []
+        for n, h in enumerate(hits):
+            group = self.searcher.expand([h.message], before=b.neighbours, after=b.neighbours) \
+                if n < b.expand_hits and b.neighbours else [h.message]
+            for m in group:
+                if m.id in exclude or any(e.id == m.id for e in expanded):
+                    continue
+                cost = _tokens(_flat(m.text, 400)) + 12
+                if used + cost > b.token_budget * 0.6:
+                    break
+                used += cost
+                expanded.append(m)
+        for m in sorted(expanded, key=lambda m: (m.ts, m.id)):
+            excerpts.append(cite(m))
+
+        t = time.perf_counter()
+        rows: list[Row] = []
+        if use_track2:
+            names = {p.person_id: p.display_name for p in roster}
+            keys: list[str] = []
+            for r in projection.rows:
+                if r == ALL:
+                    keys += [p.person_id for p in roster if not p.is_bot and p.person_id not in keys]
+                elif r not in keys:
+                    keys.append(r)
+            keys = [k for k in keys if (k == GROUP and group_rows) or (k != GROUP and person_rows)][: b.max_rows]
+            for key in keys:
+                row = self._row(scope_ids, key, names.get(key, key), projection, exclude, cite)
+                cost = sum(_tokens(i.record.content) + 10 + sum(_tokens(h.content) for h in i.history)
+                           for i in row.items) + (40 if row.fallback else 8)
+                if used + cost > b.token_budget and rows:
+                    row.items, row.fallback = [], None  # keep the row visible, drop its content
+                else:
+                    used += cost
+                rows.append(row)
+        timings["track2"] = (time.perf_counter() - t) * 1000
+        return EvidencePack(projection, excerpts, rows, sorted(cites.values(), key=lambda c: c.n), hits, timings)
+
+    def _row(self, scope_ids: list[int], key: str, name: str, projection: Projection,
+             exclude: frozenset[int], cite) -> Row:
+        b = self.budgets
+        row = Row(key, "GROUP" if key == GROUP else name)
+        heads_only = projection.tense == "head"
+        found = self.records.search(scope_ids, projection.issue, owners=[key], limit=b.row_k + (1 if key == GROUP else 0),
+                                    heads_only=heads_only)
+        seen_chains: set[int] = set()
+        for rec, _ in found:
+            if rec.chain_id in seen_chains:
+                continue
+            seen_chains.add(rec.chain_id)
+            self._add(row, rec, projection, cite, "owner")
+            if rec.layer == INSIGHT_LAYER:
+                for fact in self.records.cited_facts(rec.id):
+                    self._add(row, fact, projection, cite, "insight-fact")
+        if key != GROUP and b.source_k:
+            voiced = self.records.search(scope_ids, projection.issue, owners=[GROUP], limit=8, heads_only=True)
+            for rec, _ in [(r, s) for r, s in voiced if r.source == key][: b.source_k]:
+                self._add(row, rec, projection, cite, "voiced")
+        if not row.items and key != GROUP:
+            best = self.searcher.by_author(scope_ids, key, projection.issue, k=1)
+            best = [m for m in best if m.id not in exclude]
+            if best:
+                row.fallback = cite(best[0])
+        return row
+
+    def _add(self, row: Row, rec: Record, projection: Projection, cite, via: str) -> None:
+        history: list[Record] = []
+        if projection.tense == "full":
+            chain = [r for r in self.records.chain(rec.id) if r.status == "active"]
+            history = [r for r in chain if r.id != rec.id and r.superseded_by is not None]
+            heads = [r for r in chain if r.superseded_by is None]
+            rec = heads[-1] if heads else rec
+        if not rec.sources:
+            rec = self.records.get([rec.id], with_sources=True)[0]
+        msgs = self.store.messages(rec.sources[:1])
+        row.items.append(RowItem(rec, history, cite(msgs[0]) if msgs else None, via))
