@@ -132,6 +132,9 @@ class ChorusDiscordClient(discord.Client):
     async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
         await self.adapter.on_raw_delete(payload.guild_id, payload.channel_id, sorted(payload.message_ids))
 
+    async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
+        await self.adapter.on_thread_delete(payload.guild_id, payload.parent_id, payload.thread_id)
+
     async def on_guild_join(self, guild: discord.Guild) -> None:
         await self.adapter.on_guild_join(guild)
 
@@ -225,10 +228,13 @@ class DiscordAdapter:
         key = ScopeKey.of(msg)
         inv = Invoker(key, msg.author_id, msg.author_name, is_dm=msg.is_dm, channel_name=msg.channel_name)
         log.info("discord %s/%s: mention from %s", key.workspace, key.channel, msg.author_id)
-        async with message.channel.typing():
-            reply = await self._call(self.slow, guarded, "discord mention",
-                                     lambda: self.actions.ask(inv, self.question_of(message), asked_in=msg))
-            chunks = await self._call(self.fast, self.render, reply)
+        try:
+            await message.channel.typing()  # "Chorus is typing..." while the model works (lasts 10 s)
+        except discord.HTTPException:
+            pass
+        reply = await self._call(self.slow, guarded, "discord mention",
+                                 lambda: self.actions.ask(inv, self.question_of(message), asked_in=msg))
+        chunks = await self._call(self.fast, self.render, reply)
         first = True
         for chunk in chunks:
             if first:
@@ -265,6 +271,14 @@ class DiscordAdapter:
                      len(message_ids))
         except Exception:  # the event boundary
             log.exception("discord delete in channel %s failed", channel_id)
+
+    async def on_thread_delete(self, guild_id: int, parent_id: int, thread_id: int) -> None:
+        try:
+            n = await self._call(self.fast, self.actions.thread_deleted, PLATFORM, str(guild_id), str(parent_id),
+                                 str(thread_id))
+            log.info("discord %s/%s: thread %s deleted (%d message(s) forgotten)", guild_id, parent_id, thread_id, n)
+        except Exception:  # the event boundary
+            log.exception("discord thread delete %s failed", thread_id)
 
     async def on_guild_join(self, guild: discord.Guild) -> None:
         log.info("discord: joined guild %s (%s)", guild.id, guild.name)
@@ -392,7 +406,7 @@ class DiscordAdapter:
                          link: Optional[str] = None, confirm: Optional[str] = None) -> None:
             def work(inv: Invoker) -> Reply:
                 if what == "me":
-                    return a.forget_me(inv, confirm or "")
+                    return a.forget_me(inv, confirm or "", how="`/forget what:me confirm:{code}`")
                 ref = parse_link(link or "")
                 if ref is None:
                     return Reply("Give the message link (Copy Message Link) in `link`.", ephemeral=True)

@@ -100,7 +100,7 @@ class SlackDirectory:
         if hit and hit[1] > now:
             return hit[0]
         try:
-            info = self.client.users_info(user=user_id)["user"]
+            info = self.client.users_info(user=user_id).get("user") or {}
             profile = info.get("profile") or {}
             user = SlackUser(profile.get("display_name") or profile.get("real_name") or info.get("real_name")
                              or info.get("name") or user_id,
@@ -120,7 +120,7 @@ class SlackDirectory:
         if hit and hit[1] > now:
             return hit[0]
         try:
-            name = self.client.conversations_info(channel=channel_id)["channel"].get("name") or ""
+            name = (self.client.conversations_info(channel=channel_id).get("channel") or {}).get("name") or ""
         except SlackApiError as exc:
             log.debug("slack conversations.info %s failed: %s", channel_id, exc.response.get("error"))
             name = ""
@@ -257,7 +257,7 @@ class SlackAdapter:
         # slow work runs in lazy listeners on the executor.
         self.app = App(client=client, signing_secret=signing_secret or "socket-mode-needs-no-secret",
                        request_verification_enabled=bool(signing_secret), token_verification_enabled=token_verification,
-                       process_before_response=True, listener_executor=self.executor, name="chorus")
+                       process_before_response=True, listener_executor=self.executor, name="chorus-slack")
         self.app.use(self._dedupe)
         self.app.event("message")(self._on_message)
         self.app.event("app_mention")(ack=self._ack, lazy=[self._on_mention])

@@ -111,6 +111,16 @@ class Actions:
                 ids.append(found.id)
         return self.store.delete_messages(ids, reason="deleted") if ids else 0
 
+    def thread_deleted(self, platform: str, workspace: str, channel: str, thread: str) -> int:
+        """A deleted thread takes its messages with it."""
+        sid = self.store.scope_id(ScopeKey(platform, workspace, channel))
+        if sid is None:
+            return 0
+        with self.store.read() as conn:
+            ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE scope_id = ? AND thread = ? AND "
+                                              "deleted = 0", (sid, thread))]
+        return self.store.delete_messages(ids, reason="deleted") if ids else 0
+
     # ------------------------------------------------------------------ questions
     def ask(self, inv: Invoker, question: str, *, asked_in: Message | None = None) -> Reply:
         log.info("ask in %s", inv.describe())
@@ -154,8 +164,11 @@ class Actions:
         return Reply("\n".join(lines), reply.citations, ephemeral=True, data=reply.data)
 
     # ------------------------------------------------------------------ privacy
-    def forget_me(self, inv: Invoker, confirm: str = "") -> Reply:
-        """Two steps: the first call names a code, repeating the command with that code forgets."""
+    def forget_me(self, inv: Invoker, confirm: str = "", *, how: str = "`forget me {code}`") -> Reply:
+        """Two steps: the first call names a code, repeating the command with that code forgets.
+
+        ``how`` shows the user how to repeat the command on their platform.
+        """
         k = inv.key
         who = (k.platform, k.workspace, inv.user_id)
         now = time.monotonic()
@@ -173,7 +186,7 @@ class Actions:
                 log.info("forget me requested in %s (%d messages)", inv.describe(), n)
                 return Reply(f"{prefix}This forgets all {n} message(s) of yours I remember in this workspace "
                              "(and our direct messages), with everything derived from them. It cannot be undone. "
-                             f"To confirm within 5 minutes, run `forget me {code}`.",
+                             f"To confirm within 5 minutes, run {how.format(code=code)}.",
                              ephemeral=True, data={"confirm_code": code, "messages": n})
             self._pending.pop(who, None)
         report = privacy.forget_user(self.store, k.platform, k.workspace, inv.user_id)

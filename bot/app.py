@@ -50,6 +50,19 @@ def load_llm_from(settings: Settings) -> LLM:
                     n_threads=cfg.n_threads or None, seed=cfg.seed)
 
 
+def writer_config(settings: Settings) -> WriterConfig:
+    w = settings.writer
+    return WriterConfig(window_messages=w.window_messages, max_failures=w.max_failures,
+                        grounding_threshold=w.grounding_threshold, max_new_tokens=w.max_new_tokens,
+                        heads_token_budget=w.heads_token_budget, idle_gap_s=settings.store.idle_gap_minutes * 60)
+
+
+def persona_of(settings: Settings) -> Persona | None:
+    """The persona for insights, or None when insights are switched off."""
+    p = settings.persona
+    return Persona(p.name, p.description, p.voice, p.cares_about) if p.insights else None
+
+
 def parse_scope(text: str) -> ScopeKey:
     parts = text.split(":")
     if len(parts) != 3:
@@ -106,13 +119,8 @@ class Bot:
             llm = self.llm
             if llm is None:
                 return None
-            w = self.settings.writer
-            p = self.settings.persona
-            persona = Persona(p.name, p.description, p.voice, p.cares_about) if p.insights else None
-            self._writer = Writer(self.store, llm, records=self.records, persona=persona, config=WriterConfig(
-                window_messages=w.window_messages, max_failures=w.max_failures,
-                grounding_threshold=w.grounding_threshold, max_new_tokens=w.max_new_tokens,
-                heads_token_budget=w.heads_token_budget, idle_gap_s=self.settings.store.idle_gap_minutes * 60))
+            self._writer = Writer(self.store, llm, records=self.records, persona=persona_of(self.settings),
+                                  config=writer_config(self.settings))
         return self._writer
 
     # ---------------------------------------------------------------- scopes

@@ -11,7 +11,7 @@ from memory.datasets import load_dataset
 from memory.errors import ChorusError
 from memory.store import Store
 
-from .app import Bot, load_embedder_from, parse_scope
+from .app import Bot, load_embedder_from, parse_scope, persona_of, writer_config
 from .cli import command
 from .config import Settings
 
@@ -166,10 +166,16 @@ def migrate_cmd(args: argparse.Namespace, settings: Settings) -> int:
 def eval_cmd(args: argparse.Namespace, settings: Settings) -> int:
     if args.eval_kind == "retrieval":
         from memory.eval.report import write_json
-        from memory.eval.retrieval import evaluate_retrieval
+        from memory.eval.retrieval import FULL_SYSTEMS, TRACK1_SYSTEMS, evaluate_retrieval
 
+        known = {**TRACK1_SYSTEMS, **FULL_SYSTEMS}
+        wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
+        unknown = [s for s in wanted if s not in known]
+        if unknown:
+            raise ChorusError(f"unknown systems {unknown}; choose from {', '.join(known)}")
         report = evaluate_retrieval(args.dataset, data=args.data, embedder=load_embedder_from(settings),
-                                    limit_conversations=args.limit)
+                                    limit_conversations=args.limit, systems={s: known[s] for s in wanted},
+                                    store_dir=args.stores)
         md = report.to_markdown()
         out = Path(args.out)
         write_json(out / f"retrieval-{args.dataset}.json", report.to_json())
@@ -177,11 +183,72 @@ def eval_cmd(args: argparse.Namespace, settings: Settings) -> int:
         print(md)
         print(f"\nwritten to {out}/retrieval-{args.dataset}.json and .md ({report.seconds:.0f} s)")
         return 0
+    if args.eval_kind == "writer":
+        from memory.eval.report import write_json
+        from memory.eval.writer import evaluate_writer
+
+        bot_llm = _require_llm(settings)
+        report = evaluate_writer(args.dataset, data=args.data, embedder=load_embedder_from(settings), llm=bot_llm,
+                                 config=writer_config(settings), persona=persona_of(settings),
+                                 limit_conversations=args.limit, store_dir=args.stores)
+        return _emit(args, f"writer-{args.dataset}", report.to_json(), report.to_markdown())
+    if args.eval_kind == "answer":
+        from memory.eval.answer import evaluate_answers
+        from memory.query.answer import PersonaVoice
+
+        judge = None
+        if args.judge:
+            from memory.llm.factory import load_llm
+
+            judge = (load_llm("openai", base_url=args.judge, model=args.judge_model)
+                     if args.judge.startswith(("http://", "https://")) else load_llm("llama", args.judge))
+        p = settings.persona
+        report = evaluate_answers(args.dataset, data=args.data, embedder=load_embedder_from(settings),
+                                  llm=_require_llm(settings), persona=PersonaVoice(p.name, p.description, p.voice,
+                                                                                   p.cares_about),
+                                  limit_conversations=args.limit, max_questions=args.questions,
+                                  store_dir=args.stores, judge=judge)
+        return _emit(args, f"answer-{args.dataset}", report.to_json(), report.to_markdown())
+    if args.eval_kind == "speaker-levenshtein":
+        from memory.speaker_levenshtein import MemRecord, speaker_levenshtein
+
+        def load(path: str) -> list[MemRecord]:
+            store = Store(path)
+            try:
+                with store.read() as conn:
+                    rows = conn.execute("SELECT r.owner, r.content, r.layer, r.utype, r.source, r.session, r.ts "
+                                        "FROM records r WHERE r.status = 'active' AND r.superseded_by IS NULL "
+                                        "AND r.layer != 'persona_insight'").fetchall()
+                    names = dict(conn.execute("SELECT person_id, display_name FROM people").fetchall())
+            finally:
+                store.close()
+            return [MemRecord(names.get(r[0], r[0]), r[1], r[2], r[3], names.get(r[4], r[4]), r[5], r[6])
+                    for r in rows]
+
+        for path in (args.pred, args.ref):
+            if not Path(path).exists():
+                raise ChorusError(f"store {path} does not exist")
+        res = speaker_levenshtein(load(args.pred), load(args.ref))
+        print(f"SpeakerLevenshtein = {res.score:.4f} (pred {res.n_pred} records, ref {res.n_ref}, "
+              f"matched {res.n_matched}; worst owner: {res.worst_owner})")
+        for owner, score in sorted(res.per_owner.items(), key=lambda kv: kv[1]):
+            print(f"  {owner}: {score:.4f}")
+        return 0
     raise ChorusError(f"unknown evaluation {args.eval_kind}")
 
 
-@command("bench")
-def bench_cmd(args: argparse.Namespace, settings: Settings) -> int:
-    from memory.bench import run_bench
+def _emit(args: argparse.Namespace, name: str, data: dict, md: str) -> int:
+    from memory.eval.report import write_json
 
-    return run_bench(args, settings)
+    out = Path(args.out)
+    write_json(out / f"{name}.json", data)
+    (out / f"{name}.md").write_text(md + "\n", "utf-8")
+    print(md)
+    print(f"\nwritten to {out}/{name}.json and .md")
+    return 0
+
+
+def _require_llm(settings: Settings):
+    from .app import load_llm_from
+
+    return load_llm_from(settings)

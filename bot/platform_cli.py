@@ -74,16 +74,6 @@ def redact(secrets: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------- building blocks
-def _attach_track2(bot: Bot) -> None:
-    """Make sure deletions and forgetting also reach Track 2 (idempotent)."""
-    try:
-        from memory.records import Records
-        from memory.records_sync import attach
-    except ImportError:  # an engine without Track 2
-        return
-    attach(bot.store, Records(bot.store))
-
-
 def _slack_adapter(settings: Settings, actions: Actions, *, http: bool) -> Any:
     from slack_sdk import WebClient
 
@@ -136,12 +126,18 @@ async def serve(settings: Settings, bot: Bot, actions: Actions) -> int:
     try:
         if settings.slack.enabled:
             http = settings.slack.mode == "http"
-            slack = _slack_adapter(settings, actions, http=http)
-            if http:
-                http_runner = await slack.start_http(port=settings.slack.port)
-            else:
-                app_token = settings.secret(settings.slack.app_token_env)
-                await asyncio.to_thread(slack.start_socket_mode, app_token)
+            try:
+                slack = _slack_adapter(settings, actions, http=http)
+                if http:
+                    http_runner = await slack.start_http(port=settings.slack.port)
+                else:
+                    app_token = settings.secret(settings.slack.app_token_env)
+                    await asyncio.to_thread(slack.start_socket_mode, app_token)
+            except ChorusError:
+                raise
+            except Exception as exc:  # slack_sdk / bolt / socket errors: say what failed, not a traceback
+                log.debug("slack start failed", exc_info=True)
+                raise ChorusError(f"could not start the Slack adapter ({settings.slack.mode} mode): {exc}") from exc
             log.info("slack adapter running (%s mode)", settings.slack.mode)
         if settings.discord.enabled:
             discord_adapter = _discord_adapter(settings, actions)
@@ -170,17 +166,20 @@ async def serve(settings: Settings, bot: Bot, actions: Actions) -> int:
 @command("run")
 def run_cmd(args: argparse.Namespace, settings: Settings) -> int:
     redact(_secrets(settings))
-    bot = Bot(settings)
-    _attach_track2(bot)
+    bot = Bot(settings)  # the Bot also wires Track 2 to deletions and forgetting
     actions = Actions(bot)
-    start, stop = getattr(bot, "start_scheduler", None), getattr(bot, "stop_scheduler", None)
+    scheduler = None
     try:
-        if callable(start):
-            start()
+        if settings.writer.enabled:
+            from .scheduler import WriterScheduler
+
+            scheduler = WriterScheduler(bot.writer, settings.writer.interval_seconds)
+            scheduler.start()
+            log.info("writer scheduled every %d s", settings.writer.interval_seconds)
         return asyncio.run(serve(settings, bot, actions))
     finally:
-        if callable(stop):
-            stop()
+        if scheduler is not None:
+            scheduler.stop()  # lets a window in progress commit (or roll back) first
         bot.close()  # waits for the store lock, so the transaction in progress completes first
         log.info("stopped cleanly")
 
@@ -192,14 +191,12 @@ async def _discord_backfill(settings: Settings, actions: Actions, args: argparse
     adapter = _discord_adapter(settings, actions)
     try:
         await adapter.client.login(settings.secret(settings.discord.token_env))
-        total = 0
         async for guild in adapter.client.fetch_guilds(limit=None):
             if args.guild and str(guild.id) not in args.guild:
                 continue
             result = await adapter.backfill_guild(guild, progress=_progress, over_rest=True,
                                                   only=set(args.channel) or None, max_pages=args.max_pages)
             print(f"discord guild {guild.id}: {result.summary()}")
-            total += result.imported
         return 0
     except discord.LoginFailure as exc:
         raise ConfigError(f"Discord rejected the token in ${settings.discord.token_env}: {exc}") from exc
@@ -215,7 +212,6 @@ def backfill_cmd(args: argparse.Namespace, settings: Settings) -> int:
     if not platforms:
         raise ConfigError("no platform to backfill: enable one in the config or pass --platform")
     bot = Bot(settings)
-    _attach_track2(bot)
     actions = Actions(bot)
     try:
         if "slack" in platforms:
@@ -265,7 +261,6 @@ def discord_sync_cmd(args: argparse.Namespace, settings: Settings) -> int:
 @command("forget")
 def forget_cmd(args: argparse.Namespace, settings: Settings) -> int:
     bot = Bot(settings, load_models=False)
-    _attach_track2(bot)
     try:
         n = len(privacy.user_message_ids(bot.store, args.platform, args.workspace, args.user))
         if not args.yes:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .db import Connection
+from .errors import StoreError
 from .models import Message, ScopeKey, StoredMessage
 from .store import MESSAGE_COLUMNS, Store, row_to_message
 
@@ -301,7 +302,8 @@ def ensure_scope(store: Store, key: ScopeKey, *, default_opt_in: bool = True, na
                      "VALUES (?,?,?,?,?,?,?)", (key.platform, key.workspace, key.channel, name, int(is_dm),
                                                 0 if (default_opt_in or is_dm) else 1, time.time()))
     sid = store.scope_id(key)
-    assert sid is not None
+    if sid is None:  # pragma: no cover - the row was just inserted
+        raise StoreError(f"could not create the scope {key}")
     return sid
 
 
@@ -316,7 +318,7 @@ def set_channel_opt_in(store: Store, key: ScopeKey, opted_in: bool, *, default_o
 
 def is_channel_opted_in(store: Store, key: ScopeKey, *, default_opt_in: bool = True) -> bool:
     with store.read() as conn:
-        row = conn.execute("SELECT opted_out, is_dm FROM scopes WHERE platform = ? AND workspace = ? AND channel = ?",
+        row = conn.execute("SELECT opted_out FROM scopes WHERE platform = ? AND workspace = ? AND channel = ?",
                            (key.platform, key.workspace, key.channel)).fetchone()
     if row is None:
         return default_opt_in

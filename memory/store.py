@@ -42,6 +42,11 @@ def row_to_message(row: Sequence) -> StoredMessage:
         turn=row[12], reply_to=row[13], edited=bool(row[14]))
 
 
+def embed_text(author_name: str, text: str) -> str:
+    """What gets embedded for a message: who said it and what (names matter to questions)."""
+    return f"{author_name}: {text}"
+
+
 def text_hash(text: str) -> str:
     return hashlib.blake2b(prefix(text).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
@@ -293,7 +298,8 @@ class Store:
             if not fresh:
                 pass
             else:
-                vectors = self._vectors_for(conn, [m.text for _, m in fresh], result) if embed else None
+                vectors = self._vectors_for(conn, [embed_text(m.author_name, m.text) for _, m in fresh],
+                                            result) if embed else None
                 self._append(conn, fresh, vectors)
                 result.inserted += len(fresh)
         for key, sid in scope_ids.items():
@@ -351,7 +357,8 @@ class Store:
                 st = states[sid] = list(r) if r else [None, 0, 0]
             session, turn = self._place(st, m)
             rows.append((sid, m.msg_id, m.thread, m.author_id, m.author_name, m.text, m.ts, m.reply_to,
-                         session, turn, text_hash(m.text), 1 if vectors is not None else 0, i))
+                         session, turn, text_hash(embed_text(m.author_name, m.text)),
+                         1 if vectors is not None else 0, i))
             p = people.get((sid, m.author_id))
             if p is None:
                 people[(sid, m.author_id)] = [m.author_name, m.ts, m.ts, 1, int(m.is_bot)]
@@ -403,8 +410,8 @@ class Store:
         done = 0
         while limit is None or done < limit:
             with self.read() as conn:
-                rows = conn.execute("SELECT id, scope_id, text FROM messages WHERE embedded = 0 AND deleted = 0 "
-                                    "ORDER BY id LIMIT ?", (batch_size,)).fetchall()
+                rows = conn.execute("SELECT id, scope_id, author_name || ': ' || text FROM messages "
+                                    "WHERE embedded = 0 AND deleted = 0 ORDER BY id LIMIT ?", (batch_size,)).fetchall()
             if not rows:
                 break
             result = IngestResult()
@@ -447,9 +454,10 @@ class Store:
             return True
         result = IngestResult()
         with self.write() as conn:
-            vecs = self._vectors_for(conn, [msg.text], result) if self.vector_dim else None
+            composed = embed_text(current.author_name, msg.text)
+            vecs = self._vectors_for(conn, [composed], result) if self.vector_dim else None
             conn.execute("UPDATE messages SET text = ?, text_hash = ?, edited_at = ?, embedded = ? WHERE id = ?",
-                         (msg.text, text_hash(msg.text), msg.ts, 1 if vecs is not None else 0, current.id))
+                         (msg.text, text_hash(composed), msg.ts, 1 if vecs is not None else 0, current.id))
             if self.vector_dim:
                 conn.execute("DELETE FROM message_vec WHERE rowid = ?", (current.id,))
             if vecs is not None:

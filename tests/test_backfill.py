@@ -26,7 +26,8 @@ class FakeHistory:
         self.items = [Message("test", "w", "general", f"{i:05d}", authors[i % len(authors)],
                               authors[i % len(authors)].title(), f"message number {i}", T0 + i * 30,
                               thread=stream) for i in range(1, n + 1)]
-        self.key, self.stream, self.label, self.channel_name, self.is_dm = KEY, stream, "test #general", "general", False
+        self.key, self.stream, self.label = KEY, stream, "test #general"
+        self.channel_name, self.is_dm = "general", False
         self.calls: list[str | None] = []
         self.fail_on_call = fail_on_call
 
@@ -170,7 +171,7 @@ def test_pacing_waits_between_pages(path):
 
 def test_discord_history_backfill_through_discord_py(tmp_path, monkeypatch):
     """The real discord.py history iterator against the loopback mock API, interrupted and resumed."""
-    from test_discord_adapter import GENERAL, GUILD_ID, Harness, message_payload
+    from tests.test_discord_adapter import GENERAL, GUILD_ID, Harness, message_payload
 
     async def go() -> None:
         async with Harness(tmp_path, monkeypatch) as h:

@@ -32,7 +32,8 @@ BOT_USER = {"id": "900000000000000900", "username": "chorus", "discriminator": "
             "global_name": "Chorus"}
 ALICE = {"id": "100000000000000001", "username": "alice", "discriminator": "0", "avatar": None, "global_name": "Alice"}
 BOB = {"id": "100000000000000002", "username": "bob", "discriminator": "0", "avatar": None, "global_name": "Bob"}
-OTHER_BOT = {"id": "100000000000000003", "username": "dice", "discriminator": "0", "avatar": None, "bot": True, "global_name": None}
+OTHER_BOT = {"id": "100000000000000003", "username": "dice", "discriminator": "0", "avatar": None, "bot": True,
+             "global_name": None}
 ADMIN_PERMS, PLAIN_PERMS = str(1 << 5 | 1 << 10 | 1 << 11), str(1 << 10 | 1 << 11)  # manage_guild | view | send
 T0 = 1_717_000_000
 
@@ -192,6 +193,8 @@ class Harness:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            assert [c for c in self.api.calls if c[0] == "unhandled"] == []  # every REST call was understood
         await self.adapter.close()
         self.adapter.fast.shutdown(wait=True)
         self.adapter.slow.shutdown(wait=True)
@@ -326,6 +329,9 @@ def test_edit_and_delete_events_reach_memory(tmp_path, monkeypatch):
             h.state.parse_message_delete_bulk({"ids": ["1403", "1404"], "channel_id": GENERAL, "guild_id": GUILD_ID})
             await until(lambda: h.count() == 1)
             assert h.bot.whosaid(key, "pizza place by the river").citations == []
+            # Deleting a thread forgets what was said in it.
+            h.state.parse_thread_delete({"id": THREAD, "guild_id": GUILD_ID, "parent_id": GENERAL, "type": 11})
+            await until(lambda: h.count() == 0)
     run(go())
 
 
@@ -402,7 +408,7 @@ def test_forget_me_needs_confirmation_and_export_is_private(tmp_path, monkeypatc
             ans = (await until(lambda: h.answers(t)))[0]
             assert h.ephemeral(ans) and "confirm" in h.text_of(ans)
             assert h.count() == 2  # nothing forgotten yet
-            code = h.text_of(ans).split("`forget me ")[1].rstrip("`.")
+            code = h.text_of(ans).split("confirm:")[1].split("`")[0]
             t = await h.command("forget", [opt("what", "me"), opt("confirm", code)])
             ans = (await until(lambda: h.answers(t)))[0]
             assert "Forgot 2 message(s)" in h.text_of(ans)
@@ -443,4 +449,20 @@ def test_slow_work_is_deferred_within_three_seconds(tmp_path, monkeypatch):
             # While that model call runs, messages are still ingested at once.
             await h.say(1901, "ingested while the model is busy")
             await until(lambda: h.count() == 1, timeout=1.0)
+    run(go())
+
+
+def test_commands_in_a_dm_use_the_private_scope(tmp_path, monkeypatch):
+    async def go() -> None:
+        async with Harness(tmp_path, monkeypatch) as h:
+            await h.say(2001, "my locker code is 4711", channel=DM_CHANNEL, guild=None)
+            await h.say(2002, "the locker code for the band room is 1234")
+            await until(lambda: h.count(DM_CHANNEL, "@me") == 1 and h.count() == 1)
+            dm = {"id": DM_CHANNEL, "type": 1, "recipients": [ALICE]}
+            t = await h.command("ask", [opt("question", "what is the locker code?")], channel=dm)
+            text = h.text_of((await until(lambda: h.answers(t)))[0])
+            assert "4711" in text and "1234" not in text
+            assert f"https://discord.com/channels/@me/{DM_CHANNEL}/2001" in text
+            t = await h.command("pause", channel=dm)  # admin commands need a server
+            assert "Only workspace admins" in h.text_of((await until(lambda: h.answers(t)))[0])
     run(go())

@@ -123,8 +123,8 @@ def test_forget_me_leaves_nothing_of_the_user_in_any_table_or_file(world):
         assert conn.execute(f"SELECT count(*) FROM message_vec WHERE rowid IN ({marks})", alice_ids).fetchone()[0] == 0
         assert conn.execute(f"SELECT count(*) FROM messages WHERE id IN ({marks}) AND (text != '' OR author_id != '' "
                             "OR author_name != '' OR deleted = 0)", alice_ids).fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM people WHERE person_id = ? AND scope_id IN "
-                            "(SELECT id FROM scopes WHERE workspace = ? OR is_dm = 1)", (ALICE, TEAM)).fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM people WHERE person_id = ? AND scope_id IN (SELECT id FROM scopes "
+                            "WHERE workspace = ? OR is_dm = 1)", (ALICE, TEAM)).fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM records WHERE source = ? AND (content != '' OR status = 'active')",
                             (ALICE,)).fetchone()[0] == 0
         n_vec = conn.execute("SELECT count(*) FROM message_vec").fetchone()[0]

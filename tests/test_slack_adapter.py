@@ -87,7 +87,8 @@ class MockSlackAPI:
             self.calls.append((name if path.startswith("/api/") else "respond", args))
         if name in self.rate_limit_once:
             self.rate_limit_once.discard(name)
-            return 429, {"Content-Type": "application/json", "Retry-After": "7"}, b'{"ok": false, "error": "ratelimited"}'
+            limited = b'{"ok": false, "error": "ratelimited"}'
+            return 429, {"Content-Type": "application/json", "Retry-After": "7"}, limited
         data = self.answer(name, args) if path.startswith("/api/") else {"ok": True}
         return 200, {"Content-Type": "application/json"}, json.dumps(data).encode()
 

@@ -10,6 +10,10 @@ def run_bench(args: argparse.Namespace, settings: object) -> int:
         from .ingest import main
     elif kind == "search":
         from .search import main
+    elif kind == "writer":
+        from .writer import main
+    elif kind == "answer":
+        from .answer import main
     else:
         raise ValueError(f"unknown benchmark {kind}")
     return main(args, settings)

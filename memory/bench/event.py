@@ -50,6 +50,8 @@ class _LoopbackSlack:
                 args = dict(parse_qsl(raw.decode(errors="replace")))
                 if method == "auth.test":
                     data: dict = {"ok": True, "url": "https://bench.slack.com/", "user_id": "U0BOT", "team_id": "T0"}
+                elif method == "conversations.info":
+                    data = {"ok": True, "channel": {"id": args.get("channel"), "name": "bench"}}
                 elif method == "users.info":
                     data = {"ok": True, "user": {"id": args.get("user"), "name": "bench", "is_admin": False}}
                 else:
@@ -80,23 +82,43 @@ def _slow_llm(seconds: float, n: int) -> Any:
     return ScriptedLLM([slow] * n)
 
 
-def _slack_ingest(actions: Any, events: list, n: int) -> list[float]:
+def _signed(body: str) -> dict[str, str]:
+    ts = str(int(time.time()))
+    sig = "v0=" + hmac.new(SECRET.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
+    return {"x-slack-request-timestamp": ts, "x-slack-signature": sig}
+
+
+def _slack_adapter(actions: Any, api: _LoopbackSlack) -> Any:
     from slack_sdk import WebClient
 
-    from adapters.slack import SlackDirectory, SlackUser, event_to_model
+    from adapters.slack import SlackAdapter
 
-    directory = SlackDirectory(WebClient(token="xoxb-bench", base_url="http://127.0.0.1:9/api/"))
-    for i in range(40):  # names are cached after the first event of each person, as in production
-        directory._users[f"U{i:04d}"] = (SlackUser(f"person{i}", False, False), float("inf"))
-    directory._channels.update({f"C{i:04d}": (f"channel{i}", float("inf")) for i in range(40)})
+    return SlackAdapter(actions, WebClient(token="xoxb-bench", base_url=f"{api.base}/api/"), signing_secret=SECRET,
+                        backfill_on_join=False)
+
+
+def _slack_ingest(actions: Any, events: list, n: int) -> list[float]:
+    """Signed Events API payloads through the real Bolt app: verification, dedupe, translation, gate, store."""
+    from slack_bolt import BoltRequest
+
+    api = _LoopbackSlack()
+    adapter = _slack_adapter(actions, api)
     lat = []
-    for i, m in enumerate(events[:n]):
-        event = {"type": "message", "channel": f"C{hash(m.channel) % 40:04d}", "user": f"U{hash(m.author_id) % 40:04d}",
-                 "text": m.text, "ts": f"{1_717_000_000 + i}.{i:06d}", "channel_type": "channel"}
-        t = time.perf_counter()
-        msg = event_to_model(event, "T0BENCH", directory)
-        actions.remember(msg)
-        lat.append(time.perf_counter() - t)
+    try:
+        for i, m in enumerate(events[:n]):
+            event = {"type": "message", "channel": f"C{sum(m.channel.encode()) % 8:04d}", "channel_type": "channel",
+                     "user": f"U{sum(m.author_id.encode()) % 40:04d}", "text": m.text,
+                     "ts": f"{1_717_000_000 + i}.{i:06d}"}
+            body = json.dumps({"type": "event_callback", "team_id": "T0BENCH", "event_id": f"EvBENCH{i:06d}",
+                               "event": event})
+            req = BoltRequest(body=body, headers={**_signed(body), "content-type": "application/json"})
+            t = time.perf_counter()
+            resp = adapter.app.dispatch(req)
+            lat.append(time.perf_counter() - t)
+            assert resp.status == 200, resp.body
+    finally:
+        adapter.close()
+        api.close()
     return lat
 
 
@@ -140,24 +162,18 @@ def _discord_ingest(actions: Any, events: list, n: int, first_id: int = 33333333
 
 def _slack_ack(bot: Any, model_s: float, n: int) -> list[float]:
     from slack_bolt import BoltRequest
-    from slack_sdk import WebClient
 
-    from adapters.slack import SlackAdapter
     from bot.actions import Actions
 
     api = _LoopbackSlack()
-    adapter = SlackAdapter(Actions(bot), WebClient(token="xoxb-bench", base_url=f"{api.base}/api/"),
-                           signing_secret=SECRET, backfill_on_join=False)
+    adapter = _slack_adapter(Actions(bot), api)
 
     def command(text: str) -> float:
         body = urlencode({"team_id": "T0BENCH", "channel_id": "C0000", "channel_name": "general", "user_id": "U0001",
                           "command": "/chorus", "text": text, "response_url": f"{api.base}/response"})
-        ts = str(int(time.time()))
-        sig = "v0=" + hmac.new(SECRET.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
+        req = BoltRequest(body=body, headers={**_signed(body), "content-type": "application/x-www-form-urlencoded"})
         t = time.perf_counter()
-        resp = adapter.app.dispatch(BoltRequest(body=body, headers={
-            "x-slack-request-timestamp": ts, "x-slack-signature": sig,
-            "content-type": "application/x-www-form-urlencoded"}))
+        resp = adapter.app.dispatch(req)
         assert resp.status == 200, resp.body
         return time.perf_counter() - t
 

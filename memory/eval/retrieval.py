@@ -23,17 +23,47 @@ from .report import markdown_table, mean
 
 KS = (5, 10, 20)
 
-# A system maps (searcher, scope ids, question text, k) to retrieved msg_ids, best first.
-System = Callable[[Searcher, list[int], str, int], list[str]]
+@dataclass
+class EvalContext:
+    """What a system may use to answer one conversation's questions."""
+
+    store: Store
+    searcher: Searcher
+    scope_ids: list[int]
+    asked_at: float
+    answerer: object | None = None
+
+
+# A system maps (context, question text, k) to retrieved msg_ids, best first.
+System = Callable[[EvalContext, str, int], list[str]]
 
 
 def track1(mode: str) -> System:
-    def run(searcher: Searcher, scope_ids: list[int], question: str, k: int) -> list[str]:
-        return [h.message.msg_id for h in searcher.search(scope_ids, question, k=k, mode=mode)]  # type: ignore[arg-type]
+    def run(ctx: EvalContext, question: str, k: int) -> list[str]:
+        return [h.message.msg_id for h in ctx.searcher.search(ctx.scope_ids, question, k=k, mode=mode)]  # type: ignore[arg-type]
+    return run
+
+
+def full_system(**ablations: bool) -> System:
+    """The whole query pipeline's evidence (Track 2 provenance + Track 1) under the same item budget."""
+    flags = {"track1": True, "track2": True, "person_rows": True, "group_rows": True, **ablations}
+
+    def run(ctx: EvalContext, question: str, k: int) -> list[str]:
+        from ..query.answer import Answerer
+
+        answerer = ctx.answerer
+        assert isinstance(answerer, Answerer)
+        pack, _, _ = answerer.prepare(ctx.scope_ids, question, asked_at=ctx.asked_at,
+                                      use_track1=flags["track1"], use_track2=flags["track2"],
+                                      person_rows=flags["person_rows"], group_rows=flags["group_rows"])
+        return pack.message_ids(k, **flags)
     return run
 
 
 TRACK1_SYSTEMS: dict[str, System] = {"bm25": track1("bm25"), "dense": track1("dense"), "hybrid": track1("hybrid")}
+FULL_SYSTEMS: dict[str, System] = {
+    "full": full_system(), "no_track2": full_system(track2=False), "no_track1": full_system(track1=False),
+    "no_group": full_system(group_rows=False), "no_person": full_system(person_rows=False)}
 
 
 @dataclass
@@ -83,6 +113,18 @@ class RetrievalReport:
         return title + markdown_table(headers, rows)
 
 
+def safe_name(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in text)[:80] or "conversation"
+
+
+def _answerer(store: Store, searcher: Searcher, k: int):
+    from ..query.answer import Answerer
+    from ..query.compose import Budgets
+    from ..records import Records
+
+    return Answerer(store, searcher, Records(store), None, budgets=Budgets(top_k=k))
+
+
 def _cat_key(cat: str) -> tuple:
     digits = "".join(ch for ch in cat if ch.isdigit())
     return (0, int(digits), cat) if digits else (1, 0, cat)
@@ -98,8 +140,13 @@ def recall_at(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
 def evaluate_retrieval(dataset: str, *, data: str | Path | None = None, embedder: Embedder | None,
                        systems: dict[str, System] | None = None, ks: tuple[int, ...] = KS,
                        limit_conversations: int | None = None, progress: bool = True,
-                       prepare: Callable[[Store, Conversation], object] | None = None) -> RetrievalReport:
-    """Score each system on every question with gold evidence, one fresh store per conversation."""
+                       prepare: Callable[[Store, Conversation], object] | None = None,
+                       store_dir: str | Path | None = None) -> RetrievalReport:
+    """Score each system on every question with gold evidence, one store per conversation.
+
+    ``store_dir`` reuses (or keeps) the per-conversation stores, e.g. ones the writer
+    evaluation filled with Track 2 records; otherwise fresh temporary stores are used.
+    """
     systems = systems or dict(TRACK1_SYSTEMS)
     if embedder is None:
         systems = {n: s for n, s in systems.items() if n == "bm25"}
@@ -109,14 +156,19 @@ def evaluate_retrieval(dataset: str, *, data: str | Path | None = None, embedder
     total_q = sum(len(c.questions) for c in conversations)
     bar = tqdm(total=total_q, desc=f"eval retrieval {dataset}", unit="q", disable=not progress)
     with tempfile.TemporaryDirectory(prefix="chorus-eval-") as tmp:
+        folder = Path(store_dir) if store_dir else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for n, conv in enumerate(conversations):
-            store = Store(Path(tmp) / f"conv{n}.db", embedder=embedder, idle_gap_s=3600)
+            store = Store(folder / f"{safe_name(conv.id)}.db", embedder=embedder, idle_gap_s=3600)
             try:
                 store.ingest(conv.messages, embed=embedder is not None)
                 if prepare is not None:
                     prepare(store, conv)
                 scope_ids = [s.id for s in store.scopes()]
                 searcher = Searcher(store)
+                ctx = EvalContext(store, searcher, scope_ids, max(m.ts for m in conv.messages) + 3600,
+                                  _answerer(store, searcher, max(ks)) if any(n in FULL_SYSTEMS for n in systems)
+                                  else None)
                 report.conversations += 1
                 for q in conv.questions:
                     bar.update(1)
@@ -125,7 +177,7 @@ def evaluate_retrieval(dataset: str, *, data: str | Path | None = None, embedder
                         continue
                     report.questions += 1
                     for name, system in systems.items():
-                        retrieved = system(searcher, scope_ids, q.question, max(ks))
+                        retrieved = system(ctx, q.question, max(ks))
                         for k in ks:
                             report.add(name, q.category, k, recall_at(retrieved, q.evidence, k))
             finally:

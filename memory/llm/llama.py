@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import threading
 import time
 from pathlib import Path
@@ -83,6 +84,9 @@ class LlamaCppLLM:
         self._load_lock = threading.Lock()
         self._grammar_lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
+        # One seed per call drawn from a seeded stream: a run is reproducible, yet a
+        # retry of the same prompt at temperature > 0 gets a fresh sample.
+        self._seeds = random.Random(seed)
 
     # ------------------------------------------------------------------ loading
 
@@ -250,7 +254,7 @@ class LlamaCppLLM:
                     temperature=temperature,
                     stop=list(stop) if stop else [],
                     grammar=grammar,
-                    seed=self.seed,
+                    seed=self._seeds.getrandbits(32),
                     stream=False,
                 )
             except (ValueError, RuntimeError) as err:

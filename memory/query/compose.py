@@ -227,9 +227,9 @@ class Composer:
         history: list[Record] = []
         if projection.tense == "full":
             chain = [r for r in self.records.chain(rec.id) if r.status == "active"]
-            history = [r for r in chain if r.id != rec.id and r.superseded_by is not None]
             heads = [r for r in chain if r.superseded_by is None]
             rec = heads[-1] if heads else rec
+            history = [r for r in chain if r.id != rec.id]
         if not rec.sources:
             rec = self.records.get([rec.id], with_sources=True)[0]
         msgs = self.store.messages(rec.sources[:1])

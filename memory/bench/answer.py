@@ -1,0 +1,92 @@
+"""``chorus bench answer``: the answer path without generation at 10k and 100k messages,
+and a few end-to-end answers with the configured model.
+
+The corpus is synthetic (one scope), with synthetic vectors and a handful of
+Track 2 records per speaker, so projection, both tracks and composition all run.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..query.answer import Answerer
+from ..records import NewRecord, Records
+from ..search import Searcher
+from ..store import Store
+from . import synthetic
+from .common import peak_rss_mib, percentiles, save
+from .search import fill_vectors, one_scope
+
+
+def add_records(store: Store, records: Records, per_person: int = 5) -> int:
+    sid = store.scopes()[0].id
+    roster = store.roster(sid)
+    n = 0
+    with store.write() as conn:
+        for p in roster:
+            msgs = conn.execute("SELECT id, text, ts, session, turn FROM messages WHERE scope_id = ? AND author_id = ? "
+                                "LIMIT ?", (sid, p.person_id, per_person)).fetchall()
+            for mid, text, ts, session, turn in msgs:
+                records.insert(conn, NewRecord(sid, "per_speaker_core", "fact", p.person_id, p.person_id,
+                                               text[:200], ts, session, turn, 1.0, [mid], {"bench": True}),
+                               run_id=None, model="bench", vector=None)
+                n += 1
+    return n
+
+
+def main(args: argparse.Namespace, settings) -> int:
+    from bot.app import load_embedder_from, load_llm_from
+
+    embedder = load_embedder_from(settings)
+    sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
+    questions = [q.replace("what did people say about", "what does everyone think about")
+                 for q in synthetic.queries(int(args.queries))]
+    report: dict = {"sizes": {}}
+    llm = None
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="chorus-bench-") as tmp:
+            store = Store(Path(tmp) / "a.db", embedder=None)
+            store.ingest(one_scope(size), embed=False, batch_size=5000)
+            store.close()
+            store = Store(Path(tmp) / "a.db", embedder=embedder)
+            fill_vectors(store, embedder.dim)
+            records = Records(store)
+            n_records = add_records(store, records)
+            answerer = Answerer(store, Searcher(store), records, None)
+            sid = [store.scopes()[0].id]
+            answerer.prepare(sid, questions[0])  # warm the vector mirror
+            lat, tokens = [], []
+            for q in questions:
+                t = time.perf_counter()
+                _, prompt, _ = answerer.prepare(sid, q)
+                lat.append(time.perf_counter() - t)
+                tokens.append(len(prompt) / 4)
+            row = {"records": n_records, "answer_path_without_generation": percentiles(lat),
+                   "prompt_tokens_mean": round(sum(tokens) / len(tokens), 1)}
+            if args.generate and size == sizes[0]:
+                llm = llm or load_llm_from(settings)
+                answerer.llm = llm
+                answerer.answer(sid, questions[0])  # warm the model
+                e2e = []
+                for q in questions[: int(args.generate)]:
+                    t = time.perf_counter()
+                    answerer.answer(sid, q)
+                    e2e.append(time.perf_counter() - t)
+                    print(f"answered in {e2e[-1]:.1f} s", file=sys.stderr)
+                row["end_to_end_with_model"] = percentiles(e2e)
+            report["sizes"][str(size)] = row
+            store.close()
+    report["peak_rss_mib"] = round(peak_rss_mib(), 1)
+    path = save(args.out, "answer", report)
+    print("\n| messages in one scope | answer path without generation p50 / p95 | prompt tokens (mean) | "
+          "end-to-end with the model p50 / p95 |\n|---|---|---|---|")
+    for size, row in report["sizes"].items():
+        e2e = row.get("end_to_end_with_model")
+        e2e_s = f"{e2e['p50_ms'] / 1000:.1f} / {e2e['p95_ms'] / 1000:.1f} s" if e2e else "-"
+        a = row["answer_path_without_generation"]
+        print(f"| {int(size):,} | {a['p50_ms']} / {a['p95_ms']} ms | {row['prompt_tokens_mean']} | {e2e_s} |")
+    print(f"\nwritten to {path}")
+    return 0
