@@ -256,26 +256,27 @@ class Store:
         for msg in batch:
             if len(msg.text) > MAX_TEXT_CHARS:
                 raise InputError(f"message {msg.msg_id} is {len(msg.text)} characters; the limit is {MAX_TEXT_CHARS}")
-        # Deduplicate inside the batch first (a retried event can arrive twice at once).
-        unique: dict[tuple, Message] = {}
+        # Deduplicate inside the batch first (a retried event can arrive twice at once),
+        # grouping by scope as we go.
+        grouped: dict[tuple[str, str, str], dict[str, Message]] = {}
         for msg in batch:
-            k = (msg.platform, msg.workspace, msg.channel, msg.msg_id)
-            if k in unique:
+            group = grouped.setdefault((msg.platform, msg.workspace, msg.channel), {})
+            if msg.msg_id in group:
                 result.duplicates += 1
             else:
-                unique[k] = msg
+                group[msg.msg_id] = msg
         with self.write() as conn:
-            scope_ids = {}
-            for key in {ScopeKey.of(m) for m in unique.values()}:
-                sid = self._scope_cache.get(key)
-                if sid is None:
-                    first = next(m for m in unique.values() if ScopeKey.of(m) == key)
-                    sid = self._create_scope(conn, key, first.channel_name, first.is_dm)[0]
-                scope_ids[key] = sid
+            scope_ids: dict[ScopeKey, int] = {}
             fresh: list[tuple[int, Message]] = []
             by_scope: dict[int, list[Message]] = {}
-            for m in unique.values():
-                by_scope.setdefault(scope_ids[ScopeKey.of(m)], []).append(m)
+            for triple, group in grouped.items():
+                key = ScopeKey(*triple)
+                sid = self._scope_cache.get(key)
+                if sid is None:
+                    first = next(iter(group.values()))
+                    sid = self._create_scope(conn, key, first.channel_name, first.is_dm)[0]
+                scope_ids[key] = sid
+                by_scope.setdefault(sid, []).extend(group.values())
             opted_out = {r[0] for r in conn.execute(
                 f"SELECT id FROM scopes WHERE opted_out = 1 AND id IN ({','.join('?' * len(by_scope))})",
                 list(by_scope))}
@@ -295,9 +296,7 @@ class Store:
                         result.duplicates += 1
                     else:
                         fresh.append((sid, m))
-            if not fresh:
-                pass
-            else:
+            if fresh:
                 vectors = self._vectors_for(conn, [embed_text(m.author_name, m.text) for _, m in fresh],
                                             result) if embed else None
                 self._append(conn, fresh, vectors)
@@ -367,13 +366,16 @@ class Store:
                 p[1] = min(p[1], m.ts)
                 p[2] = max(p[2], m.ts)
                 p[3] += 1
-        for r in rows:
-            cur = conn.execute(
-                "INSERT INTO messages(scope_id, msg_id, thread, author_id, author_name, text, ts, reply_to, "
-                "session, turn, text_hash, embedded) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", r[:12])
-            if vectors is not None:
-                conn.execute("INSERT INTO message_vec(rowid, scope_id, embedding) VALUES (?,?,?)",
-                             (cur.lastrowid, r[0], vectors[r[12]].tobytes()))
+        base = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        conn.executemany(
+            "INSERT INTO messages(id, scope_id, msg_id, thread, author_id, author_name, text, ts, reply_to, "
+            "session, turn, text_hash, embedded) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(base + n, *r[:12]) for n, r in enumerate(rows, 1)])
+        conn.executemany("INSERT INTO messages_fts(rowid, text, author_name, scope_tag) VALUES (?,?,?,?)",
+                         [(base + n, r[5], r[4], f"s{r[0]}") for n, r in enumerate(rows, 1)])
+        if vectors is not None:
+            conn.executemany("INSERT INTO message_vec(rowid, scope_id, embedding) VALUES (?,?,?)",
+                             [(base + n, r[0], vectors[r[12]].tobytes()) for n, r in enumerate(rows, 1)])
         conn.executemany(
             "INSERT INTO scope_state(scope_id, last_ts, last_session, last_turn) VALUES (?,?,?,?) "
             "ON CONFLICT(scope_id) DO UPDATE SET last_ts=excluded.last_ts, last_session=excluded.last_session, "
@@ -458,6 +460,9 @@ class Store:
             vecs = self._vectors_for(conn, [composed], result) if self.vector_dim else None
             conn.execute("UPDATE messages SET text = ?, text_hash = ?, edited_at = ?, embedded = ? WHERE id = ?",
                          (msg.text, text_hash(composed), msg.ts, 1 if vecs is not None else 0, current.id))
+            conn.execute("DELETE FROM messages_fts WHERE rowid = ?", (current.id,))
+            conn.execute("INSERT INTO messages_fts(rowid, text, author_name, scope_tag) VALUES (?,?,?,?)",
+                         (current.id, msg.text, current.author_name, f"s{current.scope_id}"))
             if self.vector_dim:
                 conn.execute("DELETE FROM message_vec WHERE rowid = ?", (current.id,))
             if vecs is not None:
@@ -482,6 +487,7 @@ class Store:
             marks = ",".join("?" * len(chunk))
             n += conn.execute(f"UPDATE messages SET deleted = 1, text = '', author_name = '', text_hash = '', "
                               f"embedded = 0, reply_to = NULL WHERE deleted = 0 AND id IN ({marks})", chunk).rowcount
+            conn.execute(f"DELETE FROM messages_fts WHERE rowid IN ({marks})", chunk)
             if self.vector_dim or self._has_vec(conn):
                 conn.execute(f"DELETE FROM message_vec WHERE rowid IN ({marks})", chunk)
             self._bump_vec_gen(conn, [r[0] for r in conn.execute(

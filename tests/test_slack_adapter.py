@@ -411,6 +411,7 @@ def test_backfill_honours_retry_after_and_fetches_threads(h):
 
 
 def test_chorus_run_serves_until_sigterm_and_never_logs_a_token(tmp_path, monkeypatch, caplog):
+    import argparse
     import functools
     import logging
     import os
@@ -429,39 +430,37 @@ def test_chorus_run_serves_until_sigterm_and_never_logs_a_token(tmp_path, monkey
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    settings = Settings.model_validate({"store": {"path": str(tmp_path / "chorus.db")},
+    settings = Settings.model_validate({"store": {"path": str(tmp_path / "chorus.db")}, "writer": {"enabled": False},
                                         "slack": {"enabled": True, "mode": "http", "port": port}})
-    bot = Bot(settings, load_models=False)
-    platform_cli.redact(platform_cli._secrets(settings))
     caplog.set_level(logging.INFO)
+    body = json.dumps({"type": "event_callback", "team_id": TEAM, "event_id": "EvRUN1",
+                       "event": {"type": "message", "channel": GENERAL, "user": "U0ALICE",
+                                 "text": "served by chorus run", "ts": "1717000100.000100"}})
+    statuses: list[int] = []
 
-    async def go() -> int:
-        server = asyncio.create_task(platform_cli.serve(settings, bot, Actions(bot)))
-        body = json.dumps({"type": "event_callback", "team_id": TEAM, "event_id": "EvRUN1",
-                           "event": {"type": "message", "channel": GENERAL, "user": "U0ALICE",
-                                     "text": "served by chorus run", "ts": "1717000100.000100"}})
-
-        def post() -> int:
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/slack/events", data=body.encode(),
-                                         headers={"Content-Type": "application/json", **signed(body)})
-            with urllib.request.urlopen(req, timeout=5) as r:
-                return r.status
-        for _ in range(200):
+    def client() -> None:  # another "process": talks to the server, then stops it like systemd would
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not statuses:
             try:
-                assert await asyncio.to_thread(post) == 200
-                break
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/slack/events", data=body.encode(),
+                                             headers={"Content-Type": "application/json", **signed(body)})
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    statuses.append(r.status)
             except OSError:
-                await asyncio.sleep(0.05)
+                time.sleep(0.05)
         logging.getLogger("chorus.test").info("a library printing the token %s by mistake", token)
         os.kill(os.getpid(), signal.SIGTERM)
-        return await asyncio.wait_for(server, 20)
 
+    helper = threading.Thread(target=client)
+    helper.start()
     try:
-        assert asyncio.run(go()) == 0
-        sid = bot.store.scope_id(ScopeKey("slack", TEAM, GENERAL))
-        assert sid is not None and bot.store.count_messages(sid) == 1
+        assert platform_cli.run_cmd(argparse.Namespace(), settings) == 0  # returns instead of dying on SIGTERM
+        helper.join(10)
+        assert statuses == [200]
+        with Store(tmp_path / "chorus.db") as store:
+            sid = store.scope_id(ScopeKey("slack", TEAM, GENERAL))
+            assert sid is not None and store.count_messages(sid) == 1
         assert token not in caplog.text and "[redacted]" in caplog.text
-        assert "slack HTTP mode listening" in caplog.text and "stopping" in caplog.text
+        assert "slack HTTP mode listening" in caplog.text and "stopped cleanly" in caplog.text
     finally:
-        bot.close()
         api.close()
