@@ -97,6 +97,9 @@ class Bot:
         self._llm_lock = threading.Lock()
         self._load_models = load_models
         self._links = [[parse_scope(s) for s in group] for group in settings.scopes.links]
+        self._embed_wakeup = threading.Event()
+        self._embed_stop = threading.Event()
+        self._embed_thread: threading.Thread | None = None
 
     # ---------------------------------------------------------------- models
     @property
@@ -138,8 +141,35 @@ class Bot:
 
     # ---------------------------------------------------------------- events
     def on_message(self, msg: Message) -> None:
-        """Remember a message (no model call on this path)."""
-        self.store.ingest_one(msg, embed=self.store.embedder is not None)
+        """Remember a message. No model runs on this path: the vector follows from a background thread."""
+        self.store.ingest_one(msg, embed=False)
+        if self.store.embedder is not None:
+            self._start_embedder()
+            self._embed_wakeup.set()
+
+    def _start_embedder(self) -> None:
+        if self._embed_thread is None or not self._embed_thread.is_alive():
+            self._embed_thread = threading.Thread(target=self._embed_loop, name="chorus-embed", daemon=True)
+            self._embed_thread.start()
+
+    def _embed_loop(self) -> None:
+        while not self._embed_stop.is_set():
+            self._embed_wakeup.wait(timeout=5.0)
+            self._embed_wakeup.clear()
+            if self._embed_stop.is_set() or self.store.closed:
+                break
+            try:
+                self.store.embed_pending(batch_size=64)
+            except ChorusError as exc:  # a background job is a boundary: log, retry on the next wake-up
+                log.error("embedding backlog failed: %s", exc, exc_info=True)
+            except Exception:
+                log.exception("embedding backlog crashed")
+
+    def flush_embeddings(self, limit: int = 512) -> int:
+        """Embed what is waiting now (before answering, so the newest messages are searchable)."""
+        if self.store.embedder is None or not self.store.pending_embeddings():
+            return 0
+        return self.store.embed_pending(batch_size=64, limit=limit)
 
     def ask(self, key: ScopeKey, question: str, *, asked_in: Message | None = None) -> Reply:
         """Answer a question from this scope's memory, citing the messages used.
@@ -152,6 +182,7 @@ class Bot:
         scope_ids = self.scope_ids(key)
         if not scope_ids:
             return Reply("I don't have any memory of this channel yet.")
+        self.flush_embeddings()
         exclude: set[int] = set()
         if asked_in is not None:
             stored = self.store.find(ScopeKey.of(asked_in), asked_in.msg_id)
@@ -246,6 +277,10 @@ class Bot:
         return Reply("\n".join(lines), data={"messages": total, "scopes": len(scope_ids), "pending": pending})
 
     def close(self) -> None:
+        self._embed_stop.set()
+        self._embed_wakeup.set()
+        if self._embed_thread is not None:
+            self._embed_thread.join(timeout=30)
         self.store.close()
 
 

@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--messages", type=int, default=20_000)
     b.add_argument("--embedded-messages", type=int, default=2_000)
     b.add_argument("--out", default="out/bench")
+    b = bsub.add_parser("event", help="adapter event ingest p50/p95 and command ack under a slow model")
+    b.add_argument("--events", type=int, default=300)
+    b.add_argument("--model-seconds", type=float, default=5.0)
+    b.add_argument("--acks", type=int, default=10)
+    b.add_argument("--out", default="out/bench")
     b = bsub.add_parser("writer", help="writer messages/min and tokens/s vs raw llama.cpp on the same model")
     b.add_argument("--windows", type=int, default=3)
     b.add_argument("--out", default="out/bench")
@@ -107,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--sizes", default="10000,100000")
     b.add_argument("--queries", type=int, default=100)
     b.add_argument("--out", default="out/bench")
+    from .platform_cli import add_parsers  # local: platform_cli imports this module
+
+    add_parsers(sub)
     return p
 
 
@@ -121,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.DEBUG if args.verbose else getattr(logging, settings.log_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    from . import commands  # noqa: F401  (registers the subcommands)
+    from . import commands, platform_cli  # noqa: F401  (register the subcommands)
 
     try:
         return COMMANDS[args.command](args, settings)

@@ -99,6 +99,7 @@ class DiscordSettings(Section):
     enabled: bool = Field(False, description="Connect to Discord.")
     token_env: str = Field("DISCORD_TOKEN", description="Environment variable holding the bot token.")
     ignore_other_bots: bool = Field(True, description="Do not remember messages from other bots.")
+    backfill_on_join: bool = Field(True, description="Import a server's history when the bot is added to it.")
 
 
 class SlackSettings(Section):
@@ -110,6 +111,9 @@ class SlackSettings(Section):
     signing_secret_env: str = Field("SLACK_SIGNING_SECRET", description="Environment variable holding the "
                                     "signing secret (HTTP mode).")
     port: int = Field(3000, ge=1, le=65535, description="Port for HTTP mode.")
+    command: str = Field("/chorus", description="The one slash command; its first word picks the action.")
+    ignore_other_bots: bool = Field(True, description="Do not remember messages from other bots.")
+    backfill_on_join: bool = Field(True, description="Import a channel's history when the bot joins it.")
 
 
 class Settings(Section):

@@ -82,9 +82,9 @@ def _slack_adapter(settings: Settings, actions: Actions, *, http: bool) -> Any:
     cfg = settings.slack
     client = WebClient(token=settings.secret(cfg.bot_token_env))
     return SlackAdapter(actions, client, signing_secret=settings.secret(cfg.signing_secret_env) if http else None,
-                        command=getattr(cfg, "command", "/chorus"),
-                        ignore_other_bots=getattr(cfg, "ignore_other_bots", True),
-                        backfill_on_join=getattr(cfg, "backfill_on_join", True))
+                        command=cfg.command,
+                        ignore_other_bots=cfg.ignore_other_bots,
+                        backfill_on_join=cfg.backfill_on_join)
 
 
 def _discord_adapter(settings: Settings, actions: Actions) -> Any:
@@ -92,7 +92,7 @@ def _discord_adapter(settings: Settings, actions: Actions) -> Any:
 
     cfg = settings.discord
     return DiscordAdapter(actions, ignore_other_bots=cfg.ignore_other_bots,
-                          backfill_on_join=getattr(cfg, "backfill_on_join", True))
+                          backfill_on_join=cfg.backfill_on_join)
 
 
 def _secrets(settings: Settings) -> list[str]:

@@ -123,8 +123,11 @@ class Store:
             self._ensure_vector_table(embedder)
 
     # ------------------------------------------------------------------ plumbing
+    closed = False
+
     def close(self) -> None:
         with self._lock:
+            self.closed = True
             self.conn.close()
 
     def __enter__(self) -> "Store":

@@ -7,6 +7,7 @@ after the import, so most of them run everywhere.
 from __future__ import annotations
 
 import builtins
+import importlib.util
 import json
 from pathlib import Path
 
@@ -16,12 +17,9 @@ from memory.errors import ModelError, ModelOutputError
 from memory.llm.base import Completion
 from memory.llm.llama import LlamaCppLLM
 
-try:
-    import llama_cpp  # noqa: F401
-
-    HAVE_LLAMA = True
-except (ImportError, OSError):
-    HAVE_LLAMA = False
+# find_spec, not import: importing here would load llama.cpp's OpenMP runtime
+# before LlamaCppLLM gets to choose its settings.
+HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 
 needs_llama = pytest.mark.skipif(
     not HAVE_LLAMA, reason="llama_cpp is not importable; run scripts/setup.sh to build llama-cpp-python"
@@ -107,8 +105,8 @@ def test_greedy_is_deterministic_and_stop_strings_cut(llm: LlamaCppLLM) -> None:
 
 def test_json_schema_output_parses_and_validates(llm: LlamaCppLLM) -> None:
     prompt = (
-        PROMPT_HEAD
-        + "[40] anna: I will bring the tent.\n\nMemory actions as JSON:\n"
+        "Chat log from #trip:\n[1] bob: the boat is booked for Saturday.\n"
+        "[2] anna: I will bring the tent.\n\nMemory actions as JSON:\n"
     )
     for temperature in (0.0, 0.8):
         out = llm.complete(prompt, max_tokens=64, temperature=temperature, json_schema=ACTION_SCHEMA)

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .constrained import generate_constrained
 from ..errors import ModelError, ModelOutputError
 from .base import Completion, check_priority
 from .gate import ModelGate
@@ -146,6 +147,13 @@ class LlamaCppLLM:
 
     @staticmethod
     def _import_llama_cpp() -> Any:
+        # llama.cpp's CPU threads meet at an OpenMP barrier after every operation.
+        # By default waiting threads spin; when anything else wants the CPU (the
+        # embedder, a neighbour on a small VPS) spinning threads starve the one doing
+        # the work: on this 2-core box under load, 2 threads fell from ~15 to 1-5
+        # tok/s. Passive waiting sleeps instead. Must be set before libgomp loads;
+        # an operator's own OMP_WAIT_POLICY wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             import llama_cpp
         except ImportError as err:
@@ -248,15 +256,24 @@ class LlamaCppLLM:
             self._perf_reset(llama)
             started = time.perf_counter()
             try:
-                result = llama.create_completion(
-                    prompt,
-                    max_tokens=max_tokens,
-                    temperature=temperature,
-                    stop=list(stop) if stop else [],
-                    grammar=grammar,
-                    seed=self._seeds.getrandbits(32),
-                    stream=False,
-                )
+                if grammar is not None and temperature == 0.0:
+                    # Greedy JSON output: check the best few tokens against the grammar instead of
+                    # filtering the whole vocabulary each step (see memory/llm/constrained.py).
+                    decoded = generate_constrained(self._llama_cpp, llama, grammar, tokens, max_tokens)
+                    result = {"choices": [{"text": llama.detokenize(decoded.tokens, prev_tokens=tokens).decode(
+                        "utf-8", "replace"), "finish_reason": decoded.finish_reason}],
+                              "usage": {"prompt_tokens": len(tokens), "completion_tokens": len(decoded.tokens)}}
+                    reused = decoded.reused_prompt_tokens
+                else:
+                    result = llama.create_completion(
+                        prompt,
+                        max_tokens=max_tokens,
+                        temperature=temperature,
+                        stop=list(stop) if stop else [],
+                        grammar=grammar,
+                        seed=self._seeds.getrandbits(32),
+                        stream=False,
+                    )
             except (ValueError, RuntimeError) as err:
                 raise ModelError(f"{self.name}: generation failed: {err}") from None
             total = time.perf_counter() - started
