@@ -101,7 +101,7 @@ class ScriptedLLM:
             text, finish = text[: max_tokens * 4], "length"
         if json_schema is not None:
             try:
-                json.loads(text)
+                json.loads(text, strict=False)
             except ValueError as err:
                 reason = "output cut off at max_tokens" if finish == "length" else f"output is not JSON ({err})"
                 raise ModelOutputError(f"{self.name}: {reason}", raw=text) from err

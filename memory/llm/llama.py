@@ -196,7 +196,10 @@ class LlamaCppLLM:
             grammar = self._grammars.get(key)
             if grammar is None:
                 try:
-                    grammar = self._llama_cpp.LlamaGrammar.from_json_schema(key, verbose=self.verbose)
+                    # Property order matters to the model (it writes fields in this order), so the
+                    # grammar is built from the schema as given; the sorted form is only the cache key.
+                    grammar = self._llama_cpp.LlamaGrammar.from_json_schema(json.dumps(schema),
+                                                                           verbose=self.verbose)
                 except Exception as err:  # the converter raises bare Exceptions
                     raise ModelError(f"cannot turn this JSON schema into a grammar: {err}") from None
                 if len(self._grammars) >= _GRAMMAR_CACHE_SIZE:
@@ -256,10 +259,11 @@ class LlamaCppLLM:
             self._perf_reset(llama)
             started = time.perf_counter()
             try:
-                if grammar is not None and temperature == 0.0:
-                    # Greedy JSON output: check the best few tokens against the grammar instead of
-                    # filtering the whole vocabulary each step (see memory/llm/constrained.py).
-                    decoded = generate_constrained(self._llama_cpp, llama, grammar, tokens, max_tokens)
+                if grammar is not None:
+                    # JSON output: check the best few tokens against the grammar instead of filtering
+                    # the whole vocabulary each step (see memory/llm/constrained.py).
+                    decoded = generate_constrained(self._llama_cpp, llama, grammar, tokens, max_tokens,
+                                                   temperature=temperature, seed=self._seeds.getrandbits(32))
                     result = {"choices": [{"text": llama.detokenize(decoded.tokens, prev_tokens=tokens).decode(
                         "utf-8", "replace"), "finish_reason": decoded.finish_reason}],
                               "usage": {"prompt_tokens": len(tokens), "completion_tokens": len(decoded.tokens)}}
@@ -285,7 +289,7 @@ class LlamaCppLLM:
         usage = result.get("usage") or {}
         if json_schema is not None:
             try:
-                json.loads(text)
+                json.loads(text, strict=False)  # raw newlines inside strings are tolerated
             except ValueError as err:
                 reason = (
                     f"JSON output was cut off at max_tokens={max_tokens}; raise max_tokens or tighten the schema"

@@ -69,16 +69,20 @@ def build_prompt(people: Sequence[str], heads: Sequence[Record], names: dict[str
 
 def action_schema(people: Sequence[str], entry_ids: Sequence[str], max_items: int) -> dict:
     """JSON schema of the output: the grammar keeps owners in the roster and layers valid."""
-    person_or_group = sorted(set(people)) + [GROUP]
-    add = {"type": "object", "properties": {
-        "op": {"const": "ADD"},
-        "owner": {"enum": person_or_group},
-        "source": {"enum": sorted(set(people))},
-        "layer": {"enum": list(PERSON_LAYERS + GROUP_LAYERS)},
-        "utype": {"enum": list(WRITER_UTYPES)},
-        "content": {"type": "string", "maxLength": 200}},
-        "required": ["op", "owner", "source", "layer", "utype", "content"], "additionalProperties": False}
-    variants: list[dict] = [add]
+    def add(owners: list[str], layers: tuple[str, ...]) -> dict:
+        # Field order is the order the model writes them: who and where first, the content last.
+        return {"type": "object", "properties": {
+            "op": {"const": "ADD"},
+            "owner": {"enum": owners},
+            "source": {"enum": sorted(set(people))},
+            "layer": {"enum": list(layers)},
+            "utype": {"enum": list(WRITER_UTYPES)},
+            "content": {"type": "string", "maxLength": 200}},
+            "required": ["op", "owner", "source", "layer", "utype", "content"], "additionalProperties": False}
+
+    # Person layers take a roster member as owner, group layers take GROUP: the grammar
+    # rules out the mismatch instead of leaving it to verification.
+    variants: list[dict] = [add(sorted(set(people)), PERSON_LAYERS), add([GROUP], GROUP_LAYERS)]
     if entry_ids:
         variants.append({"type": "object", "properties": {
             "op": {"const": "UPDATE"}, "entry_id": {"enum": list(entry_ids)},

@@ -62,7 +62,7 @@ class RosterIndex:
 def parse_actions(raw: str) -> list[Any]:
     """The action list from the model's JSON text; raises ValueError with the reason."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, strict=False)
     except json.JSONDecodeError as exc:
         raise ValueError(f"output is not valid JSON: {exc.msg} at position {exc.pos}") from None
     if isinstance(data, dict) and isinstance(data.get("actions"), list):

@@ -168,8 +168,11 @@ class Writer:
         completion: Completion | None = None
         raw = ""
         notes: list[Rejection] = []
+        # A failed window is retried with some sampling: greedy decoding would repeat the same failure.
+        _, failures = self.watermark(window.scope_id)
+        temperature = 0.0 if failures == 0 and window.quarantine_id is None else 0.7
         try:
-            completion = self.llm.complete(prompt, max_tokens=self.config.max_new_tokens, temperature=0.0,
+            completion = self.llm.complete(prompt, max_tokens=self.config.max_new_tokens, temperature=temperature,
                                            json_schema=schema, priority=BACKGROUND)
             raw = completion.text
             actions = parse_actions(raw)
@@ -198,7 +201,7 @@ class Writer:
                 insight_completion = self.llm.complete(
                     insight_prompt(self.persona, facts, names), max_tokens=200, temperature=0.0,
                     json_schema=insight_schema(len(facts)), priority=BACKGROUND)
-                data = json.loads(insight_completion.text)
+                data = json.loads(insight_completion.text, strict=False)
                 insights, bad = verify_insights(data, facts, existing, window.scope_id)
                 rejected += bad
             except (ModelError, ValueError) as exc:
