@@ -27,6 +27,7 @@ from memory.store import Store
 from memory.timefmt import stamp
 
 from .config import Settings
+from .ingest_queue import IngestQueue
 from .replies import Citation, Reply, cut_for_chat
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,9 @@ def writer_config(settings: Settings) -> WriterConfig:
     w = settings.writer
     return WriterConfig(window_messages=w.window_messages, max_failures=w.max_failures,
                         grounding_threshold=w.grounding_threshold, max_new_tokens=w.max_new_tokens,
-                        heads_token_budget=w.heads_token_budget, idle_gap_s=settings.store.idle_gap_minutes * 60)
+                        heads_token_budget=w.heads_token_budget, idle_gap_s=settings.store.idle_gap_minutes * 60,
+                        extractive=w.content_mode == "extractive" or (
+                            w.content_mode == "auto" and settings.llm.backend == "llama" and not settings.llm.model_path))
 
 
 def persona_of(settings: Settings) -> Persona | None:
@@ -100,6 +103,9 @@ class Bot:
         self._embed_wakeup = threading.Event()
         self._embed_stop = threading.Event()
         self._embed_thread: threading.Thread | None = None
+        # A write the store refuses for a passing reason (locked, disk full) is retried, never dropped.
+        self.ingest_queue = IngestQueue(lambda m: self.store.ingest_one(m, embed=False),
+                                        on_stored=self._wake_embedder)
 
     # ---------------------------------------------------------------- models
     @property
@@ -141,8 +147,14 @@ class Bot:
 
     # ---------------------------------------------------------------- events
     def on_message(self, msg: Message) -> None:
-        """Remember a message. No model runs on this path: the vector follows from a background thread."""
-        self.store.ingest_one(msg, embed=False)
+        """Remember a message. No model runs on this path: the vector follows from a background thread.
+
+        If the store cannot take it now (locked, disk full) it waits in ``ingest_queue`` and is retried.
+        """
+        if self.ingest_queue.offer(msg):
+            self._wake_embedder()
+
+    def _wake_embedder(self) -> None:
         if self.store.embedder is not None:
             self._start_embedder()
             self._embed_wakeup.set()
@@ -277,6 +289,7 @@ class Bot:
         return Reply("\n".join(lines), data={"messages": total, "scopes": len(scope_ids), "pending": pending})
 
     def close(self) -> None:
+        self.ingest_queue.close()
         self._embed_stop.set()
         self._embed_wakeup.set()
         if self._embed_thread is not None:

@@ -58,6 +58,10 @@ class WriterSettings(Section):
                                        "that must appear in one source message for it to be accepted.")
     max_new_tokens: int = Field(768, ge=64, description="Generation budget for one window's actions.")
     heads_token_budget: int = Field(800, ge=0, description="Tokens of existing memory shown to the writer.")
+    content_mode: Literal["auto", "extractive", "abstractive"] = Field(
+        "auto", description="'extractive': a record quotes the message it comes from (the model decides what "
+        "matters, whom it concerns and how to file it); 'abstractive': the model words each record itself. "
+        "'auto' is extractive for the small embedded default model and abstractive for a configured model.")
 
 
 class PersonaSettings(Section):

@@ -135,9 +135,10 @@ def forget_user(store: Store, platform: str, workspace: str, user_id: str, *,
                 include_dms: bool = True) -> ForgetReport:
     """Remove every message of a user in a workspace, their roster rows and (via hooks) Track 2 data.
 
-    Messages go through ``store.delete_messages`` (index rows and change hooks in one
-    transaction); then, in a second transaction, every ``store.forget_person_hooks``
-    callable gets ``(conn, scope_id, person_id)`` for each scope before the roster row goes.
+    One transaction does it all, so a crash leaves either everything or nothing forgotten:
+    the store's delete path (index rows and change hooks), blanking the tombstones' authors and
+    the writer's audit log, then every ``store.forget_person_hooks`` callable with
+    ``(conn, scope_id, person_id)`` for each scope before the roster row goes.
     """
     report = ForgetReport(platform, workspace, user_id)
     ids = user_message_ids(store, platform, workspace, user_id, include_dms=include_dms)
@@ -145,8 +146,8 @@ def forget_user(store: Store, platform: str, workspace: str, user_id: str, *,
     hooks = list(getattr(store, "forget_person_hooks", []) or [])
     touched: set[int] = set()
     with _Scrubbing(store):
-        report.messages = store.delete_messages(ids, reason=FORGOTTEN) if ids else 0
         with store.write() as conn:
+            report.messages = store._delete_in(conn, ids, FORGOTTEN) if ids else 0
             _blank_authors(conn, ids)
             _scrub_writer_runs(conn, ids)
             for chunk in _chunks(ids):
@@ -177,8 +178,8 @@ def forget_message(store: Store, key: ScopeKey, msg_id: str) -> bool:
 def forget_stored(store: Store, message: StoredMessage) -> bool:
     """Forget a message already looked up (e.g. through a link that named its thread)."""
     with _Scrubbing(store):
-        n = store.delete_messages([message.id], reason=FORGOTTEN)
-        with store.write() as conn:
+        with store.write() as conn:  # one transaction: a crash never leaves the author or audit log behind
+            n = store._delete_in(conn, [message.id], FORGOTTEN)
             _blank_authors(conn, [message.id])
             _scrub_writer_runs(conn, [message.id])
     return n > 0

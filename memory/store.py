@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from . import migrate
-from .db import Connection, DatabaseError, connect
+from .db import BUSY_TIMEOUT_MS, Connection, DatabaseError, connect
 from .embeddings.base import Embedder, prefix
 from .errors import EmbeddingError, InputError, StoreError
 from .models import Message, ScopeKey, StoredMessage
@@ -45,6 +45,27 @@ def row_to_message(row: Sequence) -> StoredMessage:
 def embed_text(author_name: str, text: str) -> str:
     """What gets embedded for a message: who said it and what (names matter to questions)."""
     return f"{author_name}: {text}"
+
+
+def explain_db_error(path: str, exc: BaseException, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> str:
+    """A sentence naming what went wrong with the store file and what to do about it."""
+    text = str(exc)
+    low = text.casefold()
+    if "full" in low:
+        return (f"the disk holding the store {path} is full ({text}); nothing from this write was stored. "
+                "Free space on that disk (or move [store].path to a bigger one) and retry")
+    if "locked" in low or "busy" in low:
+        return (f"the store {path} is locked by another process ({text}) for longer than the "
+                f"{busy_timeout_ms / 1000:g} s busy timeout; nothing from this write was stored. Stop the other "
+                "writer (a second `chorus run`, a backup or a sqlite3 shell holding a transaction) and retry")
+    if "readonly" in low or "read-only" in low:
+        return f"the store {path} is read-only ({text}); give this user write access to the file and its folder"
+    if "malformed" in low or "not a database" in low:
+        return (f"the store {path} is damaged ({text}); stop Chorus and restore it from a backup "
+                "(`PRAGMA integrity_check` shows what is wrong)")
+    if "i/o" in low:
+        return f"the disk holding the store {path} failed a read or write ({text}); check the disk and free space"
+    return f"the store {path} refused a write ({text})"
 
 
 def text_hash(text: str) -> str:
@@ -102,12 +123,14 @@ class Store:
     """The Chorus store: one SQLite file in WAL mode, written through one lock."""
 
     def __init__(self, path: str | Path, *, embedder: Embedder | None = None,
-                 idle_gap_s: float = DEFAULT_IDLE_GAP_S) -> None:
+                 idle_gap_s: float = DEFAULT_IDLE_GAP_S, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = str(path)
         self.embedder = embedder
         self.idle_gap_s = float(idle_gap_s)
-        self.conn: Connection = connect(self.path)
+        self.busy_timeout_ms = int(busy_timeout_ms)
+        self.conn: Connection = connect(self.path, busy_timeout_ms=self.busy_timeout_ms)
         self._lock = threading.RLock()
+        self._embed_lock = threading.Lock()  # one backlog embedder at a time: never embed a row twice
         self._scope_cache: dict[ScopeKey, int] = {}
         # Run inside the same transaction when messages change (Track 2 registers here).
         self.change_hooks: list[Callable[[Connection, list[int], str], None]] = []
@@ -143,19 +166,25 @@ class Store:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
             except DatabaseError as exc:
-                raise StoreError(f"cannot start a write on {self.path}: {exc} "
-                                 "(another process may hold the lock; it is retried for 10 s)") from exc
+                raise StoreError("cannot start a write: " + explain_db_error(self.path, exc, self.busy_timeout_ms)) \
+                    from exc
             try:
                 yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
+            except BaseException as exc:
+                # SQLite may already have rolled back (e.g. SQLITE_FULL): never mask the cause.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                if isinstance(exc, DatabaseError):
+                    raise StoreError(explain_db_error(self.path, exc, self.busy_timeout_ms)) from exc
                 raise
             else:
                 try:
                     self.conn.execute("COMMIT")
                 except DatabaseError as exc:
-                    self.conn.execute("ROLLBACK")
-                    raise StoreError(f"could not commit to {self.path}: {exc}") from exc
+                    if self.conn.in_transaction:
+                        self.conn.execute("ROLLBACK")
+                    raise StoreError("could not commit: " + explain_db_error(self.path, exc, self.busy_timeout_ms)) \
+                        from exc
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -308,21 +337,32 @@ class Store:
             self._scope_cache[key] = sid
         return result
 
-    def _vectors_for(self, conn: Connection, texts: list[str], result: IngestResult) -> np.ndarray | None:
-        """Vectors for texts, reusing stored ones for identical text (never embed twice)."""
+    def _vectors_for(self, conn: Connection | None, texts: list[str], result: IngestResult) -> np.ndarray | None:
+        """Vectors for texts, reusing stored ones for identical text (never embed twice).
+
+        With ``conn=None`` the model runs without holding the store lock (the backlog path).
+        """
         if self.embedder is None:
             return None
         hashes = [text_hash(t) for t in texts]
         out = np.zeros((len(texts), self.vector_dim or self.embedder.dim), dtype=np.float32)
         known: dict[str, np.ndarray] = {}
         wanted = sorted(set(hashes))
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i:i + 500]
-            for h, blob in conn.execute(
-                    "SELECT m.text_hash, v.embedding FROM messages m JOIN message_vec v ON v.rowid = m.id "
-                    f"WHERE m.embedded = 1 AND m.text_hash IN ({','.join('?' * len(chunk))}) GROUP BY m.text_hash",
-                    chunk):
-                known[h] = np.frombuffer(blob, dtype=np.float32)
+
+        def lookup(conn: Connection) -> None:
+            for i in range(0, len(wanted), 500):
+                chunk = wanted[i:i + 500]
+                for h, blob in conn.execute(
+                        "SELECT m.text_hash, v.embedding FROM messages m JOIN message_vec v ON v.rowid = m.id "
+                        f"WHERE m.embedded = 1 AND m.text_hash IN ({','.join('?' * len(chunk))}) "
+                        "GROUP BY m.text_hash", chunk):
+                    known[h] = np.frombuffer(blob, dtype=np.float32)
+
+        if conn is None:  # the caller holds no lock: look up under it briefly, run the model outside it
+            with self.read() as c:
+                lookup(c)
+        else:
+            lookup(conn)
         todo_idx: dict[str, list[int]] = {}
         for i, h in enumerate(hashes):
             if h in known:
@@ -414,24 +454,37 @@ class Store:
             raise EmbeddingError("no embedding model is configured, so the backlog cannot be embedded")
         done = 0
         while limit is None or done < limit:
-            with self.read() as conn:
-                rows = conn.execute("SELECT id, scope_id, author_name || ': ' || text FROM messages "
-                                    "WHERE embedded = 0 AND deleted = 0 ORDER BY id LIMIT ?", (batch_size,)).fetchall()
-            if not rows:
+            with self._embed_lock:
+                n = self._embed_batch(batch_size if limit is None else min(batch_size, limit - done))
+            if n == 0:
                 break
+            done += n
+            if progress:
+                progress(n)
+        return done
+
+    def _embed_batch(self, batch_size: int) -> int:
+        with self.read() as conn:
+            rows = conn.execute("SELECT id, scope_id, author_name || ': ' || text FROM messages "
+                                "WHERE embedded = 0 AND deleted = 0 ORDER BY id LIMIT ?", (batch_size,)).fetchall()
+        if rows:
             result = IngestResult()
+            # The model runs outside the write lock, so live messages are never stuck behind a batch.
+            vecs = self._vectors_for(None, [r[2] for r in rows], result)
             with self.write() as conn:
-                vecs = self._vectors_for(conn, [r[2] for r in rows], result)
-                for (mid, sid, _), vec in zip(rows, vecs):
+                # A message edited or deleted meanwhile keeps its new state (it is picked up again if needed).
+                marks = ",".join("?" * len(rows))
+                current = dict(conn.execute(
+                    f"SELECT id, author_name || ': ' || text FROM messages WHERE embedded = 0 AND deleted = 0 "
+                    f"AND id IN ({marks})", [r[0] for r in rows]).fetchall())
+                fresh = [(mid, sid, vec) for (mid, sid, text), vec in zip(rows, vecs) if current.get(mid) == text]
+                for mid, sid, vec in fresh:
                     conn.execute("DELETE FROM message_vec WHERE rowid = ?", (mid,))
                     conn.execute("INSERT INTO message_vec(rowid, scope_id, embedding) VALUES (?,?,?)",
                                  (mid, sid, vec.tobytes()))
-                conn.executemany("UPDATE messages SET embedded = 1 WHERE id = ?", [(r[0],) for r in rows])
-                self._bump_vec_gen(conn, sorted({r[1] for r in rows}))
-            done += len(rows)
-            if progress:
-                progress(len(rows))
-        return done
+                conn.executemany("UPDATE messages SET embedded = 1 WHERE id = ?", [(f[0],) for f in fresh])
+                self._bump_vec_gen(conn, sorted({f[1] for f in fresh}))
+        return len(rows)
 
     def pending_embeddings(self) -> int:
         with self.read() as conn:

@@ -179,3 +179,40 @@ def test_verify_without_model_is_deterministic(chat):
     a = verify(acts, window=window, roster=roster, heads={}, threshold=0.5, scope_id=sid)
     b = verify(acts, window=window, roster=roster, heads={}, threshold=0.5, scope_id=sid)
     assert [r.content for r in a.accepted] == [r.content for r in b.accepted] == ["alice started a new job as a nurse"]
+
+
+def test_extractive_schema_quotes_messages_and_authors():
+    from memory.writer.prompt import action_schema
+
+    schema = action_schema(["Ann", "Bob"], ["E4"], 8, extractive=[("Ann", "I  adopted\na cat"), ("Bob", "x" * 500)])
+    variants = schema["properties"]["actions"]["items"]["anyOf"]
+    adds = [v for v in variants if v["properties"]["op"]["const"] == "ADD"]
+    assert {(v["properties"]["msg"]["const"], v["properties"]["source"]["const"],
+             v["properties"]["content"]["const"][:20]) for v in adds} == {(1, "Ann", "I adopted a cat"),
+                                                                       (2, "Bob", "x" * 20)}
+    assert all(len(v["properties"]["content"]["const"]) <= 200 for v in adds)
+    group = [v for v in adds if v["properties"]["owner"]["enum"] == ["GROUP"]]
+    assert all(set(v["properties"]["layer"]["enum"]) == {"group_interaction", "group_insight"} for v in group)
+    assert len([v for v in variants if v["properties"]["op"]["const"] == "UPDATE"]) == 2
+
+
+def test_truncated_output_keeps_complete_actions_and_says_so(chat):
+    full = actions(add("Alice", "Alice", "Alice started a new job as a nurse at St Mary's hospital"),
+                   add("Bob", "Bob", "Bob is looking for a job in graphic design"))
+    cut = full[: full.index("Bob is looking") + 5]
+    from memory.errors import ModelOutputError
+
+    w = make_writer(chat, [ModelOutputError("output cut off at max_tokens", raw=cut)])
+    [res] = w.run_pending()
+    assert res.status == "committed" and res.accepted == 1 and not res.parsed
+    with chat.read() as conn:
+        rejected = json.loads(conn.execute("SELECT rejected FROM writer_runs").fetchone()[0])
+    assert "kept the 1 complete actions" in rejected[0]["reason"]
+
+
+def test_msg_hint_picks_provenance(chat):
+    w = make_writer(chat, [actions({**add("GROUP", "Bob", "Tacos on Friday at 8", "group_interaction", "decision"),
+                                    "msg": 4})])
+    w.run_pending()
+    rec = w.records.heads([chat.scopes()[0].id])[0]
+    assert chat.messages(w.records.get([rec.id], with_sources=True)[0].sources)[0].msg_id == "4"

@@ -54,6 +54,7 @@ class GGUFEmbedder:
         max_tokens: int | None = None,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         pooling: str | None = None,
+        flash_attn: bool = False,
     ) -> None:
         """Load ``model_path``; fail with an EmbeddingError the operator can act on.
 
@@ -63,6 +64,8 @@ class GGUFEmbedder:
         tokens go into one llama.cpp call (at least ``n_ctx``). ``pooling``
         (``mean``/``cls``/``last``/``none``) overrides the model's own pooling
         type; without pooling, token vectors are mean-pooled here.
+        ``flash_attn`` uses llama.cpp's fused attention kernel, which on CPU is
+        faster for packed batches (one masked attention over all their tokens).
         ``name`` identifies the vectors in the store (default: the file stem).
         """
         path = Path(model_path).expanduser()
@@ -97,6 +100,7 @@ class GGUFEmbedder:
                 n_threads=threads,
                 n_threads_batch=threads,  # what llama.cpp uses for multi-token decodes
                 pooling_type=_POOLING[pooling] if pooling is not None else -1,
+                flash_attn=bool(flash_attn),
                 verbose=False,
             )
         except Exception as exc:  # llama.cpp reports load failures as ValueError/RuntimeError

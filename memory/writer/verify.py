@@ -174,6 +174,12 @@ def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steer
             return f"source {action.get('source')!r} is not a person in this channel's roster", None
 
     g = ground(content, texts)
+    hint = action.get("msg")
+    if isinstance(hint, int) and not isinstance(hint, bool) and 1 <= hint <= len(texts):
+        # The model named its message: prefer it when it supports the content as well as any other.
+        hinted = ground(content, [texts[hint - 1]])
+        if hinted.score >= g.score:
+            g = type(g)(hinted.score, hint - 1, hinted.matched, hinted.total)
     if g.message_index is None or g.score < threshold:
         return (f"not grounded in this window's messages: at most {g.matched} of {g.total} content words appear in "
                 f"one message (needs {threshold:.0%})"), None

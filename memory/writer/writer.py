@@ -37,6 +37,7 @@ class WriterConfig:
     max_new_tokens: int = 768
     heads_token_budget: int = 800
     idle_gap_s: float = 1800.0
+    extractive: bool = False  # records quote their message (for tiny models); see prompt.action_schema
 
 
 @dataclass
@@ -164,7 +165,10 @@ class Writer:
         shown = self._heads_for(window, all_heads)
         prompt = build_prompt(people, shown, names, window.messages)
         limit = max_actions(len(window.messages))
-        schema = action_schema(people, [f"E{h.id}" for h in shown], min(limit, GRAMMAR_MAX_ITEMS))
+        schema = action_schema(people, [f"E{h.id}" for h in shown], min(limit, GRAMMAR_MAX_ITEMS),
+                               n_messages=len(window.messages),
+                               extractive=[(names.get(m.author_id, m.author_name), m.text) for m in window.messages]
+                               if self.config.extractive else None)
         completion: Completion | None = None
         raw = ""
         notes: list[Rejection] = []
