@@ -163,7 +163,7 @@ class Records:
         return self.get(ids, with_sources=True)
 
     def search(self, scope_ids: Sequence[int], text: str, *, owners: Sequence[str] | None = None,
-               limit: int = 20, heads_only: bool = True) -> list[tuple[Record, float]]:
+               limit: int = 20, heads_only: bool = True, query_vec=None) -> list[tuple[Record, float]]:
         """Records matching ``text`` (BM25 + vectors fused), restricted to scopes and owners in SQL."""
         if not scope_ids:
             return []
@@ -187,7 +187,7 @@ class Records:
         dense: list[int] = []
         embedder = self.store.embedder
         if embedder is not None and self.vector_dim and text.strip():
-            vec = embedder.embed([text])[0]
+            vec = query_vec if query_vec is not None else embedder.embed([text])[0]
             with self.store.read() as conn:
                 for sid in scope_ids:
                     cands = [r[0] for r in conn.execute(

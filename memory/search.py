@@ -49,6 +49,17 @@ class Searcher:
     def __init__(self, store: Store, *, vectors: VectorIndex | None = None) -> None:
         self.store = store
         self.vectors = vectors or VectorIndex(store)
+        self._query_vectors: dict[str, object] = {}
+
+    def query_vector(self, text: str):
+        """The embedding of a query text, cached (one question is searched several ways)."""
+        vec = self._query_vectors.get(text)
+        if vec is None:
+            vec = self.store.embedder.embed([text])[0]  # type: ignore[union-attr]
+            if len(self._query_vectors) >= 256:
+                self._query_vectors.pop(next(iter(self._query_vectors)))
+            self._query_vectors[text] = vec
+        return vec
 
     def bm25(self, scope_ids: list[int], text: str, limit: int = RECALL_POOL) -> list[tuple[int, float]]:
         query = ftsquery.match_any(text)
@@ -68,8 +79,7 @@ class Searcher:
         embedder = self.store.embedder
         if embedder is None or not text.strip() or not scope_ids:
             return []
-        vec = embedder.embed([text])[0]
-        return self.vectors.knn(scope_ids, vec, limit)
+        return self.vectors.knn(scope_ids, self.query_vector(text), limit)
 
     def by_author(self, scope_ids: list[int], author_id: str, text: str, k: int = 1) -> list[StoredMessage]:
         """One person's messages best matching ``text`` (BM25, then meaning), restricted in SQL."""
@@ -84,8 +94,7 @@ class Searcher:
                     "WHERE messages_fts MATCH ? AND m.author_id = ? ORDER BY bm25(messages_fts, 1.0, 0.0, 0.0) "
                     "LIMIT ?", (ftsquery.scoped(query, scope_ids, "text"), author_id, int(k))).fetchall()]
         if len(ids) < k and self.store.embedder is not None and text.strip():
-            vec = self.store.embedder.embed([text])[0]
-            for mid, _ in self.vectors.knn(scope_ids, vec, k, author_id=author_id):
+            for mid, _ in self.vectors.knn(scope_ids, self.query_vector(text), k, author_id=author_id):
                 if mid not in ids:
                     ids.append(mid)
         return self.store.messages(ids[:k])

@@ -184,8 +184,11 @@ class Composer:
                 elif r not in keys:
                     keys.append(r)
             keys = [k for k in keys if (k == GROUP and group_rows) or (k != GROUP and person_rows)][: b.max_rows]
+            qv = self.searcher.query_vector(projection.issue) if self.store.embedder is not None else None
+            group_matches = [r for r, _ in self.records.search(scope_ids, projection.issue, owners=[GROUP], limit=8,
+                                                               heads_only=True, query_vec=qv)] if b.source_k else []
             for key in keys:
-                row = self._row(scope_ids, key, names.get(key, key), projection, exclude, cite)
+                row = self._row(scope_ids, key, names.get(key, key), projection, exclude, cite, group_matches, qv)
                 cost = sum(_tokens(i.record.content) + 10 + sum(_tokens(h.content) for h in i.history)
                            for i in row.items) + (40 if row.fallback else 8)
                 if used + cost > b.token_budget and rows:
@@ -197,12 +200,12 @@ class Composer:
         return EvidencePack(projection, excerpts, rows, sorted(cites.values(), key=lambda c: c.n), hits, timings)
 
     def _row(self, scope_ids: list[int], key: str, name: str, projection: Projection,
-             exclude: frozenset[int], cite) -> Row:
+             exclude: frozenset[int], cite, group_matches: list[Record], qv) -> Row:
         b = self.budgets
         row = Row(key, "GROUP" if key == GROUP else name)
         heads_only = projection.tense == "head"
         found = self.records.search(scope_ids, projection.issue, owners=[key], limit=b.row_k + (1 if key == GROUP else 0),
-                                    heads_only=heads_only)
+                                    heads_only=heads_only, query_vec=qv)
         seen_chains: set[int] = set()
         for rec, _ in found:
             if rec.chain_id in seen_chains:
@@ -213,8 +216,7 @@ class Composer:
                 for fact in self.records.cited_facts(rec.id):
                     self._add(row, fact, projection, cite, "insight-fact")
         if key != GROUP and b.source_k:
-            voiced = self.records.search(scope_ids, projection.issue, owners=[GROUP], limit=8, heads_only=True)
-            for rec, _ in [(r, s) for r, s in voiced if r.source == key][: b.source_k]:
+            for rec in [r for r in group_matches if r.source == key][: b.source_k]:
                 self._add(row, rec, projection, cite, "voiced")
         if not row.items and key != GROUP:
             best = self.searcher.by_author(scope_ids, key, projection.issue, k=1)
