@@ -1,6 +1,7 @@
 """The one internal message model every adapter translates to."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -11,8 +12,7 @@ MAX_NAME_LEN = 256
 
 
 def _clean_id(value: object, what: str, allow_empty: bool = False) -> str:
-    text = "" if value is None else str(value)
-    text = text.replace("\x00", "")
+    text = clean_text("" if value is None else str(value))
     if not text and not allow_empty:
         raise InputError(f"{what} is empty; every message needs a {what}")
     if len(text) > MAX_ID_LEN:
@@ -20,9 +20,19 @@ def _clean_id(value: object, what: str, allow_empty: bool = False) -> str:
     return text
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def clean_text(text: str) -> str:
-    """Drop NUL bytes (SQLite C APIs truncate at them) but keep all other text as typed."""
-    return text.replace("\x00", "")
+    """Drop NUL bytes (SQLite C APIs truncate at them) but keep all other text as typed.
+
+    Lone UTF-16 surrogates (JSON allows "\\ud83d" alone) cannot be stored as UTF-8: a pair
+    becomes the character it encodes, a lone half becomes U+FFFD, instead of failing the write.
+    """
+    text = text.replace("\x00", "")
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub("\ufffd", text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+    return text
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import random
 import tempfile
 import threading
@@ -261,8 +262,8 @@ def write_plot(path: Path, data: dict[str, Any]) -> Path:
 
 
 def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, channels: int = 8,
-             no_model: bool = False, ask_every: float = 5.0, drain_s: float = 120.0, store_path: str | None = None,
-             progress: bool = True) -> dict[str, Any]:
+             no_model: bool = False, ask_every: float = 5.0, drain_s: float = 300.0, store_path: str | None = None,
+             progress: bool = True, wait_embeddings: bool = True, embedder: Any = None) -> dict[str, Any]:
     """Run the load and return the report (see the module docstring)."""
     from bot.actions import Actions
     from bot.app import Bot, load_embedder_from, load_llm_from, persona_of, writer_config
@@ -277,7 +278,7 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
     if store_path is None:
         tmp = tempfile.TemporaryDirectory(prefix="chorus-load-")
         store_path = str(Path(tmp.name) / "load.db")
-    embedder = load_embedder_from(settings)
+    embedder = embedder or load_embedder_from(settings)
     llm = None if no_model else load_llm_from(settings)
     store = Store(store_path, embedder=embedder, idle_gap_s=settings.store.idle_gap_minutes * 60)
     bot = Bot(settings, store=store, llm=llm, load_models=False)
@@ -296,12 +297,13 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
     per_channel = rate / channels
     threads = [threading.Thread(target=_poster, args=(run, actions, c, per_channel, until, stop_posting, 7 + c),
                                 name=f"load-post-{c}", daemon=True) for c in range(channels)]
-    threads.append(threading.Thread(target=_asker, args=(run, actions, channels, ask_every, until, stop_posting),
-                                    name="load-ask", daemon=True))
+    asker = threading.Thread(target=_asker, args=(run, actions, channels, ask_every, until, stop_posting),
+                             name="load-ask", daemon=True)
     background = [threading.Thread(target=_writer_loop, args=(run, writer, writer_llm, stop_all), name="load-writer",
                                    daemon=True),
                   threading.Thread(target=_sampler, args=(run, bot, stop_all, proc), name="load-sample", daemon=True)]
-    for t in background + threads:
+    load_start = os.getloadavg()[0]
+    for t in background + threads + [asker]:
         t.start()
     try:
         last = 0.0
@@ -318,9 +320,12 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
         for t in threads:
             t.join()
     posting_s = run.now()
-    # Drain: everything posted must be stored (and indexed) before counting.
+    stop_posting.set()  # no new questions; the one in flight finishes
+    load_end = os.getloadavg()[0]
+    # Drain: everything posted must be stored (and, if asked, indexed) before counting.
     deadline = time.monotonic() + drain_s
-    while time.monotonic() < deadline and (bot.ingest_queue.pending or store.pending_embeddings()):
+    asker.join(timeout=drain_s)
+    while time.monotonic() < deadline and (bot.ingest_queue.pending or (wait_embeddings and store.pending_embeddings())):
         time.sleep(0.2)
     drained_s = run.now() - posting_s
     stop_all.set()
@@ -340,7 +345,8 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
                    "ask_every_s": ask_every, "embedder": embedder.name,
                    "answer_model": None if llm is None else getattr(llm, "name", "model"),
                    "writer_model": getattr(writer_llm, "name", "model"),
-                   "window_messages": settings.writer.window_messages},
+                   "window_messages": settings.writer.window_messages, "cpus": os.cpu_count(),
+                   "loadavg_1m_start": round(load_start, 2), "loadavg_1m_end": round(load_end, 2)},
         "result": {**result, "refused": run.refused, "errors": run.errors[:20], "n_errors": len(run.errors),
                    "zero_loss": result["lost"] == 0 and result["duplicates"] == 0 and not run.refused},
         "posting_seconds": round(posting_s, 1),

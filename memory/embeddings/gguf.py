@@ -13,6 +13,15 @@ each sequence is read back. One text per call (what ``Llama.embed`` does with
 its default one-sequence context) pays the per-call graph setup for every
 message and leaves the matmuls too small to use the cores.
 
+Parallelism (CPU): ``workers`` llama.cpp contexts share one loaded model, each
+decoding with a single thread, and the packed batches of a call are spread over
+them -- the same design as the numpy MiniLM. A single context with several
+threads synchronises its threads after every graph node, and this llama.cpp
+build does that with OpenMP barriers that spin: as soon as another process
+wants the CPU (the LLM writer, a backfill) a spinning thread holds a core while
+the thread it waits for is descheduled, and throughput collapses 3-5x.
+Independent single-threaded contexts never wait for each other.
+
 Truncation keeps the model's trailing special tokens (BERT's [SEP]), as
 Hugging Face tokenizers do: a long text is cut in the middle of its content,
 not by chopping the separator off.
@@ -21,7 +30,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -31,13 +42,22 @@ from memory.errors import EmbeddingError
 
 from .base import normalize, prefix
 
-# Tokens per llama.cpp call. Attention in a packed batch is computed over the
-# whole batch (other sequences masked out), so its cost grows with the square
-# of this; 512 keeps that under ~20% of the matmul work for a 384-dim model
-# while still giving the matmuls enough rows to keep the cores busy.
-DEFAULT_BATCH_TOKENS = 512
+# Tokens per llama.cpp call. Attention in a packed batch runs over the whole
+# batch (other sequences masked out), so its cost grows with the square of
+# this; for MiniLM on CPU, 128-256 tokens per call measured best -- enough rows
+# for efficient matmuls, little wasted attention.
+DEFAULT_BATCH_TOKENS = 256
 
 _POOLING = {"none": 0, "mean": 1, "cls": 2, "last": 3}
+
+
+class _Worker:
+    """One llama.cpp context and its token batch; used by one thread at a time."""
+
+    __slots__ = ("ctx", "batch", "owned")
+
+    def __init__(self, ctx: Any, batch: Any, owned: bool) -> None:
+        self.ctx, self.batch, self.owned = ctx, batch, owned
 
 
 class GGUFEmbedder:
@@ -55,17 +75,22 @@ class GGUFEmbedder:
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         pooling: str | None = None,
         flash_attn: bool = False,
+        workers: int | None = None,
     ) -> None:
         """Load ``model_path``; fail with an EmbeddingError the operator can act on.
 
         ``n_ctx`` is the longest text in tokens the model sees; ``max_tokens``
         (default ``n_ctx``) truncates texts further, e.g. to the 256 tokens
-        sentence-transformers uses for MiniLM. ``batch_tokens`` is how many
-        tokens go into one llama.cpp call (at least ``n_ctx``). ``pooling``
+        sentence-transformers uses for MiniLM. ``batch_tokens`` is the target
+        number of tokens per llama.cpp call. ``pooling``
         (``mean``/``cls``/``last``/``none``) overrides the model's own pooling
         type; without pooling, token vectors are mean-pooled here.
         ``flash_attn`` uses llama.cpp's fused attention kernel, which on CPU is
         faster for packed batches (one masked attention over all their tokens).
+        ``n_threads`` is the CPU threads to use in all (default: CPU count, at
+        most 4); on CPU they become ``workers`` single-threaded contexts unless
+        ``workers`` says otherwise (then each gets n_threads / workers threads).
+        With GPU offload there is one context.
         ``name`` identifies the vectors in the store (default: the file stem).
         """
         path = Path(model_path).expanduser()
@@ -85,8 +110,13 @@ class GGUFEmbedder:
                 f"({exc}); install it (scripts/setup.sh builds a CPU wheel) or use the `minilm` backend."
             ) from exc
         n_ctx = max(8, int(n_ctx))
-        batch = max(n_ctx, int(batch_tokens))
-        threads = int(n_threads) if n_threads else None
+        capacity = max(n_ctx, int(batch_tokens))
+        total_threads = max(1, int(n_threads) if n_threads else min(os.cpu_count() or 1, 4))
+        if int(n_gpu_layers) != 0:
+            n_workers = 1
+        else:
+            n_workers = max(1, min(int(workers) if workers else total_threads, total_threads))
+        per_worker = max(1, total_threads // n_workers)
         try:
             self._llm: Any = Llama(
                 model_path=str(path),
@@ -94,11 +124,11 @@ class GGUFEmbedder:
                 n_gpu_layers=int(n_gpu_layers),
                 # One context holds a whole packed batch; a non-causal model needs
                 # every sequence inside one micro-batch, so n_ubatch == n_batch.
-                n_ctx=batch,
-                n_batch=batch,
-                n_ubatch=batch,
-                n_threads=threads,
-                n_threads_batch=threads,  # what llama.cpp uses for multi-token decodes
+                n_ctx=capacity,
+                n_batch=capacity,
+                n_ubatch=capacity,
+                n_threads=per_worker,
+                n_threads_batch=per_worker,  # what llama.cpp uses for multi-token decodes
                 pooling_type=_POOLING[pooling] if pooling is not None else -1,
                 flash_attn=bool(flash_attn),
                 verbose=False,
@@ -108,28 +138,58 @@ class GGUFEmbedder:
                 f"llama.cpp could not load the embedding model {path} (`embeddings.model_path`): {exc}"
             ) from exc
         self._lib = llama_cpp
-        self._ctx = self._llm.ctx
         self.model_path = path
         self.name = name or path.stem
         self.dim = int(self._llm.n_embd())
-        self.batch_tokens = batch
+        self.batch_tokens = max(1, int(batch_tokens))
+        self.capacity = capacity
         self.max_tokens = max(2, min(int(max_tokens or n_ctx), n_ctx))
-        self._max_seqs = max(1, int(llama_cpp.llama_n_seq_max(self._ctx)))
-        self._pooled = int(llama_cpp.llama_pooling_type(self._ctx)) != _POOLING["none"]
-        self._lock = threading.Lock()
+        self.threads = total_threads
+        ctx0 = self._llm.ctx
+        self._max_seqs = max(1, int(llama_cpp.llama_n_seq_max(ctx0)))
+        self._pooled = int(llama_cpp.llama_pooling_type(ctx0)) != _POOLING["none"]
         # Special tokens the tokenizer appends after the content ([SEP] for BERT):
         # what an empty text turns into, minus a leading BOS.
         empty = list(self._llm.tokenize(b"", add_bos=True, special=False))
         bos = int(self._llm.token_bos())
         self._n_suffix = len(empty) - (1 if empty and empty[0] == bos else 0)
-        self._batch = llama_cpp.llama_batch_init(batch, 0, 1)
-        self._batch_free = llama_cpp.llama_batch_free
+
+        self._workers: list[_Worker] = [_Worker(ctx0, llama_cpp.llama_batch_init(capacity, 0, 1), owned=False)]
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()  # one embed() at a time: workers are per call
+        try:
+            for _ in range(n_workers - 1):
+                params = llama_cpp.llama_context_params.from_buffer_copy(self._llm.context_params)
+                ctx = llama_cpp.llama_init_from_model(self._llm.model, params)
+                if not ctx:
+                    raise EmbeddingError(f"llama.cpp could not create another context for {path}.")
+                self._workers.append(_Worker(ctx, llama_cpp.llama_batch_init(capacity, 0, 1), owned=True))
+        except Exception:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Free the llama.cpp contexts and model; the embedder is unusable afterwards."""
+        workers, self._workers = getattr(self, "_workers", []), []
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        lib = getattr(self, "_lib", None)
+        if lib is None:
+            return
+        for w in workers:
+            lib.llama_batch_free(w.batch)
+            if w.owned:
+                lib.llama_free(w.ctx)
+        llm = getattr(self, "_llm", None)
+        if llm is not None:
+            llm.close()
 
     def __del__(self) -> None:
-        batch, free = getattr(self, "_batch", None), getattr(self, "_batch_free", None)
-        if batch is not None and free is not None:
-            self._batch = None
-            free(batch)
+        try:
+            self.close()
+        except Exception:
+            pass
 
     def tokenize(self, text: str) -> list[int]:
         """Token ids for ``text`` as the model sees it: specials added, truncated to ``max_tokens``."""
@@ -152,25 +212,57 @@ class GGUFEmbedder:
         if n == 0:
             return out
         with self._lock:
+            if not self._workers:
+                raise EmbeddingError(f"The embedding model {self.model_path} has been closed.")
             try:
                 seqs = [self.tokenize(prefix(str(t))) for t in texts]
             except Exception as exc:
                 raise EmbeddingError(f"llama.cpp failed to tokenise {n} text(s): {exc}") from exc
-            # Greedy packing in the given order; sequences are not padded, so
-            # sorting by length would buy nothing.
+            # Greedy packing in the given order (sequences are not padded, so
+            # sorting buys nothing); small calls are split so every worker has work.
+            total = sum(len(s) for s in seqs)
+            target = max(1, min(self.batch_tokens, -(-total // len(self._workers))))
+            jobs: list[tuple[int, int]] = []
             start = 0
             while start < n:
-                end, used = start, 0
-                while end < n and end - start < self._max_seqs and used + len(seqs[end]) <= self.batch_tokens:
+                end, used = start + 1, len(seqs[start])
+                while (
+                    end < n
+                    and end - start < self._max_seqs
+                    and used + len(seqs[end]) <= target
+                ):
                     used += len(seqs[end])
                     end += 1
-                self._decode(seqs[start:end], out[start:end])
+                jobs.append((start, end))
                 start = end
+            if len(jobs) == 1 or len(self._workers) == 1:
+                for s, e in jobs:
+                    self._decode(self._workers[0], seqs[s:e], out[s:e])
+            else:
+                free: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+                for w in self._workers:
+                    free.put(w)
+
+                def run(job: tuple[int, int]) -> None:
+                    worker = free.get()
+                    try:
+                        self._decode(worker, seqs[job[0] : job[1]], out[job[0] : job[1]])
+                    finally:
+                        free.put(worker)
+
+                list(self._executor().map(run, jobs))  # list() re-raises worker errors
         return normalize(out)
 
-    def _decode(self, seqs: list[list[int]], out: np.ndarray) -> None:
-        lib, batch, ctx = self._lib, self._batch, self._ctx
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=len(self._workers), thread_name_prefix="gguf-embed")
+        return self._pool
+
+    def _decode(self, worker: _Worker, seqs: list[list[int]], out: np.ndarray) -> None:
+        lib, batch, ctx = self._lib, worker.batch, worker.ctx
         total = sum(len(s) for s in seqs)
+        if total > self.capacity:  # only reachable if max_tokens > capacity, which __init__ prevents
+            raise EmbeddingError(f"{total} tokens do not fit the llama.cpp batch of {self.capacity}.")
         tokens = np.ctypeslib.as_array(batch.token, shape=(total,))
         pos = np.ctypeslib.as_array(batch.pos, shape=(total,))
         n_seq = np.ctypeslib.as_array(batch.n_seq_id, shape=(total,))
@@ -192,7 +284,9 @@ class GGUFEmbedder:
             lib.llama_memory_clear(memory, True)
         rc = lib.llama_decode(ctx, batch)
         if rc != 0:
-            raise EmbeddingError(f"llama.cpp failed to embed {len(seqs)} text(s) of {total} tokens (llama_decode returned {rc}).")
+            raise EmbeddingError(
+                f"llama.cpp failed to embed {len(seqs)} text(s) of {total} tokens (llama_decode returned {rc})."
+            )
         if self._pooled:
             for seq_id in range(len(seqs)):
                 ptr = lib.llama_get_embeddings_seq(ctx, seq_id)

@@ -19,7 +19,7 @@ from ..models import StoredMessage
 from ..records import GROUP, INSIGHT_LAYER, NewRecord, Record, Records
 from ..store import MESSAGE_COLUMNS, Store, row_to_message
 from .insights import Persona, insight_prompt, insight_schema, verify_insights
-from .prompt import action_schema, build_prompt
+from .prompt import action_schema, build_prompt, extract_text
 from .verify import Rejection, RosterIndex, max_actions, parse_actions, salvage_actions, verify
 
 # Most actions the grammar lets one window produce; small models otherwise repeat themselves
@@ -192,6 +192,8 @@ class Writer:
         except ValueError as exc:
             return self._fail(window, started, t0, f"model output rejected: {exc}", raw, completion)
 
+        if self.config.extractive:
+            restore_quotes(actions, window.messages)
         verdict = verify(actions, window=window.messages, roster=roster,
                          heads={h.id: h for h in all_heads}, threshold=self.config.grounding_threshold,
                          scope_id=window.scope_id)
@@ -361,6 +363,14 @@ class Writer:
         msgs = sum(r[3] for r in rows)
         return {"windows": len(rows), "gen_tokens_per_s": round(toks / gen, 1) if gen else 0.0,
                 "messages_per_min": round(60 * msgs / dur, 1) if dur else 0.0}
+
+
+def restore_quotes(actions: list, window: Sequence[StoredMessage]) -> None:
+    """In extractive mode the grammar forced each content to its message's text; restore that text
+    exactly (byte-level decoding can mangle characters such as emoji split across tokens)."""
+    for action in actions:
+        if isinstance(action, dict) and isinstance(action.get("msg"), int) and 1 <= action["msg"] <= len(window):
+            action["content"] = extract_text(window[action["msg"] - 1].text)
 
 
 def _describe(rec: NewRecord) -> dict:

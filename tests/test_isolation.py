@@ -1,0 +1,302 @@
+"""Scope isolation: nothing asked, searched or exported in one scope ever comes from another.
+
+Histories are generated over two Slack workspaces that both have a channel ``C1`` and a DM
+``D1``, another Slack channel, a Discord guild channel and a Discord DM, all sharing the same
+user ids, display names and near-identical sentences. Every message carries a nonce word
+(``nz<scope>q<n>``) unless it is an exact copy, so a leak shows up in any text, including what a
+model was shown. For each generated history and question, every read path (search in each
+mode, phrase lookup, by-author lookup, records search, ``Bot.ask`` with no model and with a
+model that repeats everything it was shown, whosaid, profile, timeline, export) must return
+only items of the asking scope. Linked scopes see each other only when the config says so.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from bot.actions import Actions, Invoker
+from bot.app import Bot
+from bot.config import Settings
+from memory import privacy
+from memory.llm.fake import ScriptedLLM
+from memory.models import Message, ScopeKey
+from memory.records import Records
+from memory.search import Searcher
+from memory.store import Store
+from memory.writer.writer import Writer, WriterConfig
+from tests._fakes import HashEmbedder
+from tests._writer_child import respond
+
+SCOPES = [  # (platform, workspace, channel, is_dm)
+    ("slack", "T1", "C1", False),
+    ("slack", "T2", "C1", False),  # the same channel id in another workspace
+    ("slack", "T1", "C2", False),
+    ("slack", "T1", "D1", True),
+    ("slack", "T2", "D1", True),  # the same DM id in another workspace
+    ("discord", "G1", "C1", False),  # the same channel id on another platform
+    ("discord", "@me", "D9", True),
+]
+USERS = [("u1", "Alice"), ("u2", "Bob"), ("u3", "Carol")]
+BASES = [
+    "the launch code is blue heron",
+    "the launch code is blue herring",
+    "my salary is 5000 and I live on Elm street",
+    "my salary is 5100 and I live on Elm street",
+    "we decided the offsite is in Lisbon on Friday",
+    "we decided the offsite is in Lisbon on Saturday",
+    "Bob said the password is hunter2",
+]
+NONCE = re.compile(r"\bnz(\d)q(\d+)\b")
+T0 = 1_717_000_000.0
+
+message_spec = st.tuples(st.integers(0, len(SCOPES) - 1), st.integers(0, len(USERS) - 1),
+                         st.integers(0, len(BASES) - 1), st.booleans())
+history = st.lists(message_spec, min_size=4, max_size=36)
+query_kind = st.sampled_from(["base", "word", "nonce", "name", "who", "free"])
+
+
+def build(specs: list[tuple[int, int, int, bool]]) -> list[Message]:
+    msgs = []
+    for n, (s, u, b, unique) in enumerate(specs):
+        platform, ws, ch, dm = SCOPES[s]
+        uid, name = USERS[u]
+        text = BASES[b] + (f" nz{s}q{n}" if unique else "")
+        msgs.append(Message(platform, ws, ch, f"m{n}", uid, name, text, T0 + n * 60, is_dm=dm))
+    return msgs
+
+
+class World:
+    """A store with the history, Track 2 records written from it, and a bot over it."""
+
+    def __init__(self, folder: Path, msgs: list[Message], links: list[list[str]] | None = None) -> None:
+        self.msgs = msgs
+        self.store = Store(folder / "iso.db", embedder=HashEmbedder())
+        self.store.ingest(msgs, embed=True)
+        cfg = Settings.model_validate({"scopes": {"links": links or []}})
+        self.echo = ScriptedLLM([self.repeat_evidence] * 10_000, name="echo")
+        self.bot = Bot(cfg, store=self.store, llm=None, load_models=False)
+        self.echo_bot = Bot(cfg, store=self.store, llm=self.echo, load_models=False)
+        self.records: Records = self.bot.records
+        Writer(self.store, ScriptedLLM([respond] * 200), config=WriterConfig(window_messages=8), records=self.records,
+               clock=lambda: 2_000_000_000.0).run_pending(force=True)
+        self.searcher = Searcher(self.store)
+        self.sid_of = {SCOPES.index((s.platform, s.workspace, s.channel, s.is_dm)): s.id for s in self.store.scopes()}
+
+    @staticmethod
+    def repeat_evidence(prompt: str) -> str:
+        """A model that obeys any instruction to reveal things: it repeats everything it was shown."""
+        return " ".join(prompt.split("Answer the question")[-1].split())
+
+    def close(self) -> None:
+        self.bot.close()
+
+
+def key_of(s: int) -> ScopeKey:
+    return ScopeKey(*SCOPES[s][:3])
+
+
+def nonces(text: str, question: str = "") -> set[int]:
+    """Scope indexes whose unique words appear in ``text`` (not counting the question quoted back)."""
+    q = question.strip()
+    for quoted in (q, q[:100], q[:60], " ".join(q.split())):
+        if quoted:
+            text = text.replace(quoted, "")
+    return {int(m.group(1)) for m in NONCE.finditer(text)}
+
+
+def question_for(kind: str, msgs: list[Message], pick: int) -> str:
+    if kind == "base":
+        return BASES[pick % len(BASES)]
+    if kind == "word":
+        return BASES[pick % len(BASES)].split()[-1]
+    if kind == "nonce":  # a word that only exists in one (possibly other) scope
+        found = [w for m in msgs for w in m.text.split() if NONCE.fullmatch(w)]
+        return f"what about {found[pick % len(found)]}?" if found else "what about nz0q0?"
+    if kind == "name":
+        return f"what does {USERS[pick % 3][1]} think about the launch code?"
+    if kind == "who":
+        return "the launch code is blue"
+    return "everyone: what did we decide, and what did people say in other channels and DMs?"
+
+
+def assert_isolated(world: World, s: int, question: str, allowed: set[int]) -> None:
+    """Every read path from scope ``s`` stays inside ``allowed`` (scope indexes)."""
+    key = key_of(s)
+    sids = world.bot.scope_ids(key)
+    ok_sids = {world.sid_of[a] for a in allowed if a in world.sid_of}
+    assert set(sids) <= ok_sids
+    ok_keys = {tuple(SCOPES[a][:3]) for a in allowed}
+
+    for mode in ("bm25", "dense", "hybrid"):
+        for hit in world.searcher.search(sids, question, k=20, mode=mode):
+            assert hit.message.scope_id in ok_sids, (mode, question, hit.message)
+    for m in world.searcher.phrase(sids, question) + world.searcher.phrase(sids, "launch code"):
+        assert m.scope_id in ok_sids
+    for uid, _ in USERS:
+        for m in world.searcher.by_author(sids, uid, question, k=5):
+            assert m.scope_id in ok_sids and m.author_id == uid
+    for rec, _ in world.records.search(sids, question, limit=20, heads_only=False):
+        assert rec.scope_id in ok_sids
+
+    before = len(world.echo.calls)
+    for bot in (world.bot, world.echo_bot):
+        reply = bot.ask(key, question)
+        for c in reply.citations:
+            assert (c.platform, c.workspace, c.channel) in ok_keys, (question, c)
+        assert nonces(reply.text, question) <= allowed, (question, reply.text)
+    for call in world.echo.calls[before:]:  # what the model was shown: the whole evidence pack
+        assert nonces(call.prompt, question) <= allowed, (question, call.prompt)
+    reply = world.bot.whosaid(key, question)
+    assert all((c.platform, c.workspace, c.channel) in ok_keys for c in reply.citations)
+    assert nonces(reply.text, question) <= allowed
+    for _, name in USERS:
+        reply = world.bot.profile(key, name)
+        assert all(r.scope_id in ok_sids for r in world.records.get(reply.data.get("records", [])))
+        assert nonces(reply.text) <= allowed
+    reply = world.bot.timeline(key, question)
+    ids = [i for chain in reply.data.get("chains", []) for i in chain]
+    assert all(r.scope_id in ok_sids for r in world.records.get(ids))
+    assert nonces(reply.text, question) <= allowed
+
+
+def export_allowed(platform: str, workspace: str) -> set[int]:
+    """Scopes an export from (platform, workspace) may draw on: that workspace, and the user's own DMs."""
+    return {i for i, (p, w, _, dm) in enumerate(SCOPES) if p == platform and (w == workspace or dm)}
+
+
+def assert_export_isolated(world: World, s: int, uid: str) -> None:
+    platform, ws = SCOPES[s][:2]
+    data = privacy.export_user(world.store, platform, ws, uid)
+    allowed = export_allowed(platform, ws)
+    ok_keys = {f"{p}:{w}:{c}" for i, (p, w, c, _) in enumerate(SCOPES) if i in allowed}
+    for m in data["messages"]:
+        assert m["scope"] in ok_keys
+        stored = world.store.find(ScopeKey(*m["scope"].split(":")), m["msg_id"])
+        assert stored is not None and stored.author_id == uid  # only the requester's own messages
+    ok_sids = {world.sid_of[a] for a in allowed if a in world.sid_of}
+    assert all(r["scope_id"] in ok_sids for r in data["records"])
+    assert nonces(json.dumps(data)) <= allowed
+
+
+# ---------------------------------------------------------------------- properties
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history, st.lists(st.tuples(st.integers(0, len(SCOPES) - 1), query_kind, st.integers(0, 50)),
+                         min_size=1, max_size=4))
+def test_no_read_path_crosses_scopes(specs, questions):
+    with tempfile.TemporaryDirectory() as tmp:
+        msgs = build(specs)
+        world = World(Path(tmp), msgs)
+        try:
+            for s, kind, pick in questions:
+                assert_isolated(world, s, question_for(kind, msgs, pick), {s})
+                assert_export_isolated(world, s, USERS[pick % 3][0])
+        finally:
+            world.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history, st.integers(0, 50))
+def test_linked_scopes_see_each_other_and_nothing_else(specs, pick):
+    links = [["slack:T1:C1", "slack:T1:C2"]]
+    with tempfile.TemporaryDirectory() as tmp:
+        msgs = build(specs)
+        world = World(Path(tmp), msgs, links=links)
+        try:
+            for s in range(len(SCOPES)):
+                allowed = {0, 2} if s in (0, 2) else {s}
+                assert_isolated(world, s, question_for("base", msgs, pick), allowed)
+        finally:
+            world.close()
+
+
+# ---------------------------------------------------------------------- fixed cases
+FIXED = [
+    (0, 0, 0, True), (1, 0, 0, True), (5, 0, 0, True),  # Alice says the same thing in three scopes
+    (3, 1, 6, True), (4, 1, 6, True), (6, 1, 6, True),  # Bob's DMs in two workspaces and on Discord
+    (1, 2, 2, True), (1, 2, 4, True),  # Carol in the other workspace only
+    (2, 0, 4, True), (0, 1, 5, False), (1, 1, 5, False),  # exact copies, no nonce
+]
+
+
+@pytest.fixture
+def fixed_world(tmp_path):
+    world = World(tmp_path, build(FIXED))
+    yield world
+    world.close()
+
+
+def test_fixed_same_channel_id_in_two_workspaces(fixed_world):
+    w = fixed_world
+    reply = w.bot.whosaid(key_of(0), "the launch code is blue heron")
+    assert [c.workspace for c in reply.citations] == ["T1"] and nonces(reply.text) == {0}
+    assert nonces(w.bot.ask(key_of(0), "launch code").text) <= {0}
+    # Carol spoke only in T2: in T1 she is unknown, even though the channel id is the same.
+    assert "don't know anyone" in w.bot.profile(key_of(0), "Carol").text
+    assert w.bot.profile(key_of(1), "Carol").data["records"]
+    for s in range(len(SCOPES)):
+        assert_isolated(w, s, "the launch code is blue heron", {s})
+
+
+def test_fixed_dms_stay_private(fixed_world):
+    w = fixed_world
+    for s in range(len(SCOPES)):
+        for q in ("what is the password?", "Bob said the password is hunter2", "show me Bob's DMs"):
+            assert_isolated(w, s, q, {s})
+    assert nonces(w.echo_bot.ask(key_of(0), "Bob said the password is hunter2").text) <= {0}
+    # Bob's export from T1 holds his T1 DM (his own data) but nothing of T2, Discord or other people.
+    data = privacy.export_user(w.store, "slack", "T1", "u2")
+    assert {m["scope"] for m in data["messages"]} <= {"slack:T1:C1", "slack:T1:C2", "slack:T1:D1", "slack:T2:D1"}
+    assert all(w.store.find(ScopeKey(*m["scope"].split(":")), m["msg_id"]).author_id == "u2"
+               for m in data["messages"])
+    assert not any(m["scope"].startswith("discord") for m in data["messages"])
+
+
+def test_fixed_question_naming_another_scope_gets_nothing_from_it(fixed_world):
+    w = fixed_world
+    for q in ("what did Carol say in slack:T2:C1?", "nz1q6 nz1q7", "show everything from workspace T2",
+              "scope_tag:s2 OR scope_tag:s3", 'text: "launch" OR scope_tag:(s1 OR s2 OR s3 OR s4 OR s5)'):
+        assert_isolated(w, 0, q, {0})
+        assert_isolated(w, 5, q, {5})
+
+
+def test_fixed_links_are_only_what_the_config_says(tmp_path):
+    msgs = build(FIXED + [(2, 2, 2, True)])
+    (tmp_path / "a").mkdir()
+    unlinked = World(tmp_path / "a", msgs)
+    try:
+        assert nonces(unlinked.bot.whosaid(key_of(0), "my salary is").text) == set()
+        assert nonces(unlinked.bot.whosaid(key_of(2), "my salary is").text) == {2}
+    finally:
+        unlinked.close()
+    (tmp_path / "b").mkdir()
+    linked = World(tmp_path / "b", msgs, links=[["slack:T1:C1", "slack:T1:C2"]])
+    try:
+        assert nonces(linked.bot.whosaid(key_of(0), "my salary is").text) == {2}  # C2 is linked to C1
+        assert nonces(linked.bot.whosaid(key_of(1), "my salary is").text) == {1}  # T2:C1 is not
+        assert nonces(linked.bot.whosaid(key_of(3), "my salary is").text) == set()
+        assert_isolated(linked, 0, "my salary", {0, 2})
+        assert_isolated(linked, 1, "my salary", {1})
+    finally:
+        linked.close()
+
+
+def test_commands_through_actions_stay_in_their_scope(fixed_world):
+    """The adapters' entry point (Actions.run_text) over every command that reads memory."""
+    w = fixed_world
+    acts = Actions(w.bot)
+    for s in range(len(SCOPES)):
+        platform, ws, ch, dm = SCOPES[s]
+        inv = Invoker(ScopeKey(platform, ws, ch), "u2", "Bob", is_dm=dm)
+        for text in ("ask what is the password?", "whosaid the launch code", "profile Alice", "timeline launch code",
+                     "status", "what did everyone say?"):
+            reply = acts.run_text(inv, text)
+            assert nonces(reply.text) <= {s}, (s, text, reply.text)
+            assert all((c.platform, c.workspace, c.channel) == (platform, ws, ch) for c in reply.citations)
+        exported = acts.run_text(inv, "export")
+        assert exported.ephemeral and exported.attachment is not None
+        assert nonces(exported.attachment.decode()) <= export_allowed(platform, ws)
