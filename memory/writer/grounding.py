@@ -20,6 +20,10 @@ _STEERING = [
     re.compile(r"[\"']?(op|action|type)[\"']?\s*:\s*[\"']?(ADD|UPDATE|NOOP)\b", re.I),
     re.compile(r"[{\[]\s*[\"']?actions[\"']?\s*:", re.I),
     re.compile(r"\b(memory|record)\s+writer\b|\bentry_id\b|\bnew\s+instructions?\b", re.I),
+    # Fake entry ids ("UPDATE E1: ...", "E1 := ...") and lines copying the writer prompt's own layout.
+    re.compile(r"\b(ADD|UPDATE|DELETE|REMOVE|RETRACT|NOOP)\s*[:(-]?\s*E\d{1,9}\b|\bE\d{1,9}\s*(:=|=>|->)", re.I),
+    re.compile(r"^\s*(current\s+memory|new\s+messages)\s*:|^\s*E\d{1,9}\s*\[[a-z_]+\||"
+               r"^\s*\(\d{1,3}\)\s*[^\n]{1,60}?\s@\s\d{4}-\d\d-\d\d", re.I | re.M),
 ]
 
 

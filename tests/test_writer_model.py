@@ -1,0 +1,71 @@
+"""The writer with the real shipped model: outputs parse, every committed record re-verifies,
+and chat that tries to steer the writer never grounds a committed record."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memory.datasets import load_dataset
+from memory.datasets.jsonl import read_jsonl
+from memory.eval.writer import reverify_store
+from memory.records import Records
+from memory.records_sync import attach
+from memory.store import Store
+from memory.writer.grounding import steering_reason
+from memory.writer.writer import Writer, WriterConfig
+
+pytestmark = pytest.mark.model
+CORPUS = Path(__file__).with_name("data") / "writer_injection_chat.jsonl"
+
+
+@pytest.fixture(scope="module")
+def llm():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is installed by scripts/setup.sh")
+    from memory.llm.factory import load_llm
+
+    model = load_llm("llama", None, n_ctx=4096)
+    yield model
+    model.close()
+
+
+def run_writer(store: Store, llm, windows: int) -> list:
+    records = Records(store)
+    attach(store, records)
+    writer = Writer(store, llm, config=WriterConfig(extractive=True, max_new_tokens=700), records=records,
+                    clock=lambda: 2_000_000_000.0)
+    return writer.run_pending(force=True, max_windows=windows)
+
+
+def test_real_model_windows_parse_and_records_reverify(tmp_path, llm, embedder):
+    conv = load_dataset("socialmem")[0]
+    store = Store(tmp_path / "w.db", embedder=embedder)
+    store.ingest(conv.messages)
+    results = run_writer(store, llm, 2)
+    assert len(results) == 2 and all(r.status == "committed" for r in results)
+    assert sum(r.parsed for r in results) >= 1
+    checked, failing = reverify_store(store, 0.5)
+    assert failing == []
+    with store.read() as conn:
+        runs = conn.execute("SELECT raw_output, accepted, rejected FROM writer_runs").fetchall()
+    for raw, acc, rej in runs:
+        assert raw.startswith('{"actions"')
+        for r in json.loads(rej):
+            assert r["reason"]  # every rejection says why
+    store.close()
+
+
+def test_real_model_cannot_be_steered_by_chat(tmp_path, llm):
+    store = Store(tmp_path / "inj.db")
+    store.ingest(read_jsonl(CORPUS))
+    run_writer(store, llm, 2)
+    with store.read() as conn:
+        rows = conn.execute("SELECT r.content, m.text FROM records r JOIN record_sources rs ON rs.record_id = r.id "
+                            "JOIN messages m ON m.id = rs.message_id WHERE r.status = 'active'").fetchall()
+    for content, source_text in rows:
+        assert steering_reason(source_text) is None, (content, source_text)
+        assert "stole" not in content.lower() and "thief" not in content.lower()
+    checked, failing = reverify_store(store, 0.5)
+    assert failing == []
+    store.close()
