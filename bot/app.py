@@ -13,7 +13,7 @@ from pathlib import Path
 from memory.embeddings.base import Embedder
 from memory.errors import ChorusError, ModelError
 from memory.llm.base import LLM
-from memory.models import Message, ScopeKey
+from memory.models import Message, ScopeKey, clean_text
 from memory.query.answer import Answerer, PersonaVoice
 from memory.query.compose import Budgets
 from memory.records import GROUP, PERSON_LAYERS
@@ -105,6 +105,7 @@ class Bot:
         self._embed_thread: threading.Thread | None = None
         # A write the store refuses for a passing reason (locked, disk full) is retried, never dropped.
         self.ingest_queue = IngestQueue(lambda m: self.store.ingest_one(m, embed=False),
+                                        ingest_many=lambda ms: self.store.ingest(ms, embed=False),
                                         on_stored=self._wake_embedder)
 
     # ---------------------------------------------------------------- models
@@ -188,7 +189,7 @@ class Bot:
 
         ``asked_in`` is the chat message that carried the question; it is never its own evidence.
         """
-        question = question.strip()
+        question = clean_text(question).strip()  # text from a platform may hold NULs or lone surrogates
         if not question:
             return Reply("Ask me something about this channel, e.g. `@chorus what did we decide about Friday?`")
         scope_ids = self.scope_ids(key)
@@ -247,6 +248,7 @@ class Bot:
 
     def timeline(self, key: ScopeKey, topic: str) -> Reply:
         """How a topic evolved: update chains, group decisions first."""
+        topic = clean_text(topic)
         scope_ids = self.scope_ids(key)
         found = self.records.search(scope_ids, topic, limit=12, heads_only=False)
         if not found:
@@ -267,6 +269,7 @@ class Bot:
                      data={"chains": [[r.id for r in c] for c in ordered]})
 
     def whosaid(self, key: ScopeKey, phrase: str) -> Reply:
+        phrase = clean_text(phrase)
         scope_ids = self.scope_ids(key)
         found = self.searcher.phrase(scope_ids, phrase, limit=10) if scope_ids else []
         if not found:

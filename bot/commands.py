@@ -26,7 +26,10 @@ def open_store(settings: Settings, *, embed: bool = True) -> Store:
 def console(args: argparse.Namespace, settings: Settings) -> int:
     from adapters.console import ConsoleChat
 
+    from .scheduler import WriterScheduler
+
     bot = Bot(settings)
+    scheduler = WriterScheduler(bot.writer, settings.writer.interval_seconds) if settings.writer.enabled else None
     try:
         chat = ConsoleChat(bot, channel=args.channel)
         if settings.console.demo and not args.no_demo:
@@ -34,8 +37,12 @@ def console(args: argparse.Namespace, settings: Settings) -> int:
             if n:
                 chat.say(f"(loaded a {n}-message demo conversation into #{args.channel}; try "
                          f"“@{settings.console.bot_name} where are we having dinner?”)")
+        if scheduler is not None:
+            scheduler.start()  # the writer turns the chat into memory in the background
         return chat.run()
     finally:
+        if scheduler is not None:
+            scheduler.stop()
         bot.close()
 
 

@@ -13,6 +13,7 @@ them from the platform again (the store drops the duplicates).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -31,8 +32,12 @@ class IngestQueue:
     """Stores messages through ``ingest``; queues and retries them while the store refuses writes."""
 
     def __init__(self, ingest: Callable[[Message], object], *, on_stored: Callable[[], None] | None = None,
+                 ingest_many: Callable[[list[Message]], object] | None = None, batch_size: int = 256,
                  first_delay_s: float = 0.2, max_delay_s: float = 10.0, max_queued: int = MAX_QUEUED) -> None:
         self._ingest = ingest
+        # Retries store many messages per transaction: faster after an outage, and far less WAL on a full disk.
+        self._ingest_many = ingest_many
+        self.batch_size = batch_size
         self._on_stored = on_stored
         self.first_delay_s = first_delay_s
         self.max_delay_s = max_delay_s
@@ -87,11 +92,25 @@ class IngestQueue:
                 if self._stop:
                     return
                 stored = 0
+                one_by_one = self._ingest_many is None
                 try:
                     while self._queue:
-                        self._ingest(self._queue[0])
-                        self._queue.popleft()
-                        stored += 1
+                        if one_by_one:
+                            self._ingest(self._queue[0])
+                            self._queue.popleft()
+                            stored += 1
+                            continue
+                        batch = list(itertools.islice(self._queue, self.batch_size))
+                        try:
+                            self._ingest_many(batch)  # type: ignore[misc]
+                        except StoreError:
+                            raise
+                        except Exception:  # one bad message in the batch: find it one by one
+                            one_by_one = True
+                            continue
+                        for _ in batch:
+                            self._queue.popleft()
+                        stored += len(batch)
                 except StoreError as exc:
                     self.last_error = str(exc)
                 except Exception:  # bad input slipped in: never block the queue behind it

@@ -63,6 +63,15 @@ class RedactSecrets(logging.Filter):
                 for s in self.secrets:
                     text = text.replace(s, "[redacted]")
                 record.msg, record.args = text, None
+            # Tracebacks too: an exception message may quote a token (formatters reuse exc_text).
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            for attr in ("exc_text", "stack_info"):
+                value = getattr(record, attr, None)
+                if value and any(s in value for s in self.secrets):
+                    for s in self.secrets:
+                        value = value.replace(s, "[redacted]")
+                    setattr(record, attr, value)
         return True
 
 

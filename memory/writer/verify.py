@@ -190,6 +190,11 @@ def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steer
         # Attribution must match who actually wrote the supporting message.
         shown = roster.display.get(msg.author_id, msg.author_id)
         return f"source {action.get('source')!r} did not write the supporting message (it was {shown})", None
+    if target is not None and owner != GROUP and source != msg.author_id:
+        # A revision inherits its record's source: someone else's words cannot revise a person's record.
+        shown = roster.display.get(msg.author_id, msg.author_id)
+        return (f"UPDATE of E{target.id} would put words of {shown} under {roster.display.get(source, source)}'s "
+                "name; add a record sourced to its author instead"), None
     for h in heads.values():
         if h.owner == owner and h.id != (target.id if target else None) and near_duplicate(h.content, content):
             return f"duplicates the current record E{h.id}", None
