@@ -171,18 +171,23 @@ class Bot:
             self._embed_wakeup.clear()
             if self._embed_stop.is_set() or self.store.closed:
                 break
-            try:
-                self.store.embed_pending(batch_size=64)
+            try:  # one batch at a time, so closing never waits for a whole backlog
+                while not self._embed_stop.is_set() and self.store.embed_pending(batch_size=64, limit=64):
+                    pass
             except ChorusError as exc:  # a background job is a boundary: log, retry on the next wake-up
                 log.error("embedding backlog failed: %s", exc, exc_info=True)
             except Exception:
                 log.exception("embedding backlog crashed")
 
-    def flush_embeddings(self, limit: int = 512) -> int:
-        """Embed what is waiting now (before answering, so the newest messages are searchable)."""
+    def flush_embeddings(self, scope_ids: list[int] | None = None, limit: int = 64) -> int:
+        """Embed the newest waiting messages of these scopes now, so a question sees them by meaning too.
+
+        Bounded: under a backlog (more traffic than the embedder keeps up with) a question pays for at
+        most ``limit`` embeddings; BM25 finds every stored message regardless.
+        """
         if self.store.embedder is None or not self.store.pending_embeddings():
             return 0
-        return self.store.embed_pending(batch_size=64, limit=limit)
+        return self.store.embed_pending(batch_size=64, limit=limit, scope_ids=scope_ids, newest_first=True)
 
     def ask(self, key: ScopeKey, question: str, *, asked_in: Message | None = None) -> Reply:
         """Answer a question from this scope's memory, citing the messages used.
@@ -195,7 +200,7 @@ class Bot:
         scope_ids = self.scope_ids(key)
         if not scope_ids:
             return Reply("I don't have any memory of this channel yet.")
-        self.flush_embeddings()
+        self.flush_embeddings(scope_ids)
         exclude: set[int] = set()
         if asked_in is not None:
             stored = self.store.find(ScopeKey.of(asked_in), asked_in.msg_id)

@@ -448,14 +448,19 @@ class Store:
         return session, turn
 
     def embed_pending(self, *, batch_size: int = 256, progress: Callable[[int], None] | None = None,
-                      limit: int | None = None) -> int:
-        """Embed messages imported without vectors (the backlog); returns how many were done."""
+                      limit: int | None = None, scope_ids: Sequence[int] | None = None,
+                      newest_first: bool = False) -> int:
+        """Embed messages imported without vectors (the backlog); returns how many were done.
+
+        ``scope_ids`` and ``newest_first`` pick what a question needs first: its scope's latest messages.
+        """
         if self.embedder is None:
             raise EmbeddingError("no embedding model is configured, so the backlog cannot be embedded")
         done = 0
         while limit is None or done < limit:
             with self._embed_lock:
-                n = self._embed_batch(batch_size if limit is None else min(batch_size, limit - done))
+                n = self._embed_batch(batch_size if limit is None else min(batch_size, limit - done), scope_ids,
+                                      newest_first)
             if n == 0:
                 break
             done += n
@@ -463,10 +468,15 @@ class Store:
                 progress(n)
         return done
 
-    def _embed_batch(self, batch_size: int) -> int:
+    def _embed_batch(self, batch_size: int, scope_ids: Sequence[int] | None = None, newest_first: bool = False) -> int:
+        where, args = "", []
+        if scope_ids is not None:
+            where, args = f" AND scope_id IN ({','.join('?' * len(scope_ids))})", [int(s) for s in scope_ids]
+        order = "DESC" if newest_first else "ASC"
         with self.read() as conn:
             rows = conn.execute("SELECT id, scope_id, author_name || ': ' || text FROM messages "
-                                "WHERE embedded = 0 AND deleted = 0 ORDER BY id LIMIT ?", (batch_size,)).fetchall()
+                                f"WHERE embedded = 0 AND deleted = 0{where} ORDER BY id {order} LIMIT ?",
+                                (*args, batch_size)).fetchall()
         if rows:
             result = IngestResult()
             # The model runs outside the write lock, so live messages are never stuck behind a batch.

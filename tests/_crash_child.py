@@ -59,7 +59,10 @@ def history_messages(n: int) -> list[Message]:
 
 
 def mark(ready: Path, text: str = "ready") -> None:
-    ready.write_text(text)
+    """Write the marker atomically: the parent must never read a half-written file."""
+    tmp = ready.with_name(ready.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, ready)
 
 
 def freeze(ready: Path) -> None:

@@ -49,8 +49,9 @@ def check(path: str | Path, *, vectors_complete: bool = False) -> Report:
             rep.msg_ids[(sid, pid)] = mid
         fts = [r[0] for r in conn.execute("SELECT rowid FROM messages_fts")]
         if len(fts) != len(set(fts)) or set(fts) != set(live):
+            extra, missing = sorted(set(fts) - set(live))[:5], sorted(set(live) - set(fts))[:5]
             rep.problems.append(f"messages_fts has {len(fts)} rows for {len(live)} live messages "
-                                f"(extra {sorted(set(fts) - set(live))[:5]}, missing {sorted(set(live) - set(fts))[:5]})")
+                                f"(extra {extra}, missing {missing})")
         for sid in sorted(set(live.values())):
             tagged = {r[0] for r in conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?",
                                                  (f"scope_tag:s{sid}",))}

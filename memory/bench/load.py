@@ -246,13 +246,13 @@ def write_plot(path: Path, data: dict[str, Any]) -> Path:
         Panel("ingest latency per second", [Series("p50", ts, [s["ingest_p50_ms"] for s in samples]),
                                             Series("p95", ts, [s["ingest_p95_ms"] for s in samples])], "ms"),
         Panel("messages per second", [Series("posted", ts, [s["ingest_per_s"] for s in samples])], "msg/s"),
-        Panel("answer latency", [Series("answer", [a[0] for a in answers], [a[1] * 1000 for a in answers],
-                                        points=True)], "ms"),
+        Panel("answer latency (mention to reply)", [Series("answer", [a[0] for a in answers],
+                                                           [a[1] for a in answers], points=True)], "s"),
         Panel("writer lag and embedding backlog",
               [Series("writer pending", ts, [s["writer_pending"] for s in samples]),
-               Series("embed backlog", ts, [s["embed_backlog"] for s in samples]),
-               Series("window s x100", [w[0] for w in windows], [w[1] * 100 for w in windows], points=True)],
-              "messages"),
+               Series("embed backlog", ts, [s["embed_backlog"] for s in samples])], "messages"),
+        Panel("writer window duration", [Series("window", [w[0] for w in windows], [w[1] for w in windows],
+                                                points=True)], "s"),
         Panel("resident memory", [Series("rss", ts, [s["rss_mib"] for s in samples])], "MiB"),
     ]
     cfg = data["config"]
@@ -325,7 +325,8 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
     # Drain: everything posted must be stored (and, if asked, indexed) before counting.
     deadline = time.monotonic() + drain_s
     asker.join(timeout=drain_s)
-    while time.monotonic() < deadline and (bot.ingest_queue.pending or (wait_embeddings and store.pending_embeddings())):
+    while time.monotonic() < deadline and (bot.ingest_queue.pending
+                                           or (wait_embeddings and store.pending_embeddings())):
         time.sleep(0.2)
     drained_s = run.now() - posting_s
     stop_all.set()

@@ -401,6 +401,7 @@ def cached_minilm_gguf(
         convert_minilm_to_gguf(directory, tmp, dtype=dtype)
         with tmp.open("rb") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; it is a public model
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
