@@ -181,19 +181,24 @@ def test_verify_without_model_is_deterministic(chat):
     assert [r.content for r in a.accepted] == [r.content for r in b.accepted] == ["alice started a new job as a nurse"]
 
 
-def test_extractive_schema_quotes_messages_and_authors():
+def test_extractive_schema_names_messages_and_system_fills_quotes(chat):
     from memory.writer.prompt import action_schema
 
-    schema = action_schema(["Ann", "Bob"], ["E4"], 8, extractive=[("Ann", "I  adopted\na cat"), ("Bob", "x" * 500)])
+    schema = action_schema(["Ann", "Bob"], ["E4"], 8, extractive=[("Ann", "I  adopted\na cat"), ("Bob", "x")])
     variants = schema["properties"]["actions"]["items"]["anyOf"]
-    adds = [v for v in variants if v["properties"]["op"]["const"] == "ADD"]
-    assert {(v["properties"]["msg"]["const"], v["properties"]["source"]["const"],
-             v["properties"]["content"]["const"][:20]) for v in adds} == {(1, "Ann", "I adopted a cat"),
-                                                                       (2, "Bob", "x" * 20)}
-    assert all(len(v["properties"]["content"]["const"]) <= 200 for v in adds)
-    group = [v for v in adds if v["properties"]["owner"]["enum"] == ["GROUP"]]
-    assert all(set(v["properties"]["layer"]["enum"]) == {"group_interaction", "group_insight"} for v in group)
-    assert len([v for v in variants if v["properties"]["op"]["const"] == "UPDATE"]) == 2
+    assert all("content" not in v["properties"] and "source" not in v["properties"] for v in variants)
+    group = [v for v in variants if v["properties"].get("owner", {}).get("enum") == ["GROUP"]]
+    assert set(group[0]["properties"]["layer"]["enum"]) == {"group_interaction", "group_insight"}
+    assert variants[0]["properties"]["msg"]["enum"] == [1, 2]
+
+    w = make_writer(chat, [json.dumps({"actions": [
+        {"op": "ADD", "msg": 1, "owner": "Alice", "layer": "per_speaker_core", "utype": "fact"},
+        {"op": "ADD", "msg": 3, "owner": "GROUP", "layer": "group_interaction", "utype": "decision"}]})],
+        extractive=True)
+    [res] = w.run_pending()
+    heads = {h.owner: h for h in w.records.heads([chat.scopes()[0].id])}
+    assert heads["alice"].content == "I just started a new job as a nurse at St Mary's hospital"
+    assert heads["GROUP"].source == "alice" and heads["GROUP"].content.startswith("Let's celebrate")
 
 
 def test_truncated_output_keeps_complete_actions_and_says_so(chat):

@@ -46,6 +46,15 @@ Actions:
 """
 
 
+EXTRACTIVE_NOTE = """In this chat each action names the message it comes from by its number (msg) instead of
+rewording it: {"op": "ADD", "msg": N, "owner": ..., "layer": ..., "utype": ...} or
+{"op": "UPDATE", "msg": N, "entry_id": "E12"}. The message's own words become the memory."""
+
+EXTRACTIVE_ACTIONS = ('{"actions": [{"op": "ADD", "msg": 1, "owner": "Zed", "layer": "per_speaker_core", "utype": '
+                      '"fact"}, {"op": "UPDATE", "msg": 2, "entry_id": "E3"}, {"op": "ADD", "msg": 3, "owner": '
+                      '"GROUP", "layer": "group_interaction", "utype": "decision"}]}')
+
+
 def format_heads(heads: Sequence[Record], names: dict[str, str]) -> str:
     if not heads:
         return "(nothing yet)"
@@ -63,8 +72,12 @@ def format_messages(window: Sequence[StoredMessage]) -> str:
 
 
 def build_prompt(people: Sequence[str], heads: Sequence[Record], names: dict[str, str],
-                 window: Sequence[StoredMessage]) -> str:
-    return (f"{INSTRUCTIONS}\n\n{EXAMPLE}\nNow the real chat\nPeople: {', '.join(people)}\n"
+                 window: Sequence[StoredMessage], *, extractive: bool = False) -> str:
+    example = EXAMPLE
+    if extractive:
+        example = EXAMPLE.rsplit("Actions:\n", 1)[0] + "Actions:\n" + EXTRACTIVE_ACTIONS + "\n"
+        example = EXTRACTIVE_NOTE + "\n\n" + example
+    return (f"{INSTRUCTIONS}\n\n{example}\nNow the real chat\nPeople: {', '.join(people)}\n"
             f"Current memory:\n{format_heads(heads, names)}\nNew messages:\n{format_messages(window)}\nActions:\n")
 
 
@@ -83,9 +96,9 @@ def action_schema(people: Sequence[str], entry_ids: Sequence[str], max_items: in
 
     ``msg`` (the number of the message a memory comes from) is our addition to the
     action format: choosing it first anchors small models to one real message.
-    With ``extractive`` ((author, text) per window message) the content of an action
-    must be the text of the message it names and the source its author: tiny models
-    then only decide what matters, whom it concerns and how to file it.
+    With ``extractive`` ((author, text) per window message) an action names a message
+    instead of wording content: the record quotes that message and its author is the
+    source. Tiny models then only decide what matters, whom it concerns and how to file it.
     """
     def add(msg: dict, owners: list[str], source: dict, layers: tuple[str, ...], content: dict) -> dict:
         # Field order is the order the model writes them: where from, who, then the content last.
@@ -102,14 +115,18 @@ def action_schema(people: Sequence[str], entry_ids: Sequence[str], max_items: in
     persons = sorted(set(people))
     variants: list[dict] = []
     if extractive:
-        for i, (author, text) in enumerate(extractive, 1):
-            msg, content = {"const": i}, {"const": extract_text(text)}
-            source = {"const": author}
-            # Person layers take a roster member as owner, group layers take GROUP.
-            variants += [add(msg, persons, source, PERSON_LAYERS, content),
-                         add(msg, [GROUP], source, GROUP_LAYERS, content)]
-            if entry_ids:
-                variants.append(update(msg, content))
+        # The record quotes message N and its author is the source, so the model only picks N, the
+        # owner and the filing; the system fills source and content from N (like other coordinates).
+        msg = {"type": "integer", "enum": list(range(1, len(extractive) + 1))}
+        for owners, layers in ((persons, PERSON_LAYERS), ([GROUP], GROUP_LAYERS)):
+            variants.append({"type": "object", "properties": {
+                "op": {"const": "ADD"}, "msg": msg, "owner": {"enum": owners}, "layer": {"enum": list(layers)},
+                "utype": {"enum": list(WRITER_UTYPES)}},
+                "required": ["op", "msg", "owner", "layer", "utype"], "additionalProperties": False})
+        if entry_ids:
+            variants.append({"type": "object", "properties": {
+                "op": {"const": "UPDATE"}, "msg": msg, "entry_id": {"enum": list(entry_ids)}},
+                "required": ["op", "msg", "entry_id"], "additionalProperties": False})
     else:
         msg = {"type": "integer", "enum": list(range(1, n_messages + 1))}
         content = {"type": "string", "maxLength": 200}

@@ -163,7 +163,7 @@ class Writer:
         people = [p.display_name for p in roster_people if not p.is_bot]
         all_heads = self.records.heads([window.scope_id])
         shown = self._heads_for(window, all_heads)
-        prompt = build_prompt(people, shown, names, window.messages)
+        prompt = build_prompt(people, shown, names, window.messages, extractive=self.config.extractive)
         limit = max_actions(len(window.messages))
         schema = action_schema(people, [f"E{h.id}" for h in shown], min(limit, GRAMMAR_MAX_ITEMS),
                                n_messages=len(window.messages),
@@ -193,7 +193,7 @@ class Writer:
             return self._fail(window, started, t0, f"model output rejected: {exc}", raw, completion)
 
         if self.config.extractive:
-            restore_quotes(actions, window.messages)
+            fill_quotes(actions, window.messages, names)
         verdict = verify(actions, window=window.messages, roster=roster,
                          heads={h.id: h for h in all_heads}, threshold=self.config.grounding_threshold,
                          scope_id=window.scope_id)
@@ -365,12 +365,14 @@ class Writer:
                 "messages_per_min": round(60 * msgs / dur, 1) if dur else 0.0}
 
 
-def restore_quotes(actions: list, window: Sequence[StoredMessage]) -> None:
-    """In extractive mode the grammar forced each content to its message's text; restore that text
-    exactly (byte-level decoding can mangle characters such as emoji split across tokens)."""
+def fill_quotes(actions: list, window: Sequence[StoredMessage], names: dict[str, str]) -> None:
+    """Extractive mode: an action names message N; its content is N's text and its source N's author."""
     for action in actions:
         if isinstance(action, dict) and isinstance(action.get("msg"), int) and 1 <= action["msg"] <= len(window):
-            action["content"] = extract_text(window[action["msg"] - 1].text)
+            m = window[action["msg"] - 1]
+            action["content"] = extract_text(m.text)
+            if str(action.get("op", "")).upper() == "ADD":
+                action["source"] = names.get(m.author_id, m.author_name)
 
 
 def _describe(rec: NewRecord) -> dict:
