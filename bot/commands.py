@@ -259,3 +259,10 @@ def _require_llm(settings: Settings):
     from .app import load_llm_from
 
     return load_llm_from(settings)
+
+
+@command("bench")
+def bench_cmd(args: argparse.Namespace, settings: Settings) -> int:
+    from memory.bench import run_bench
+
+    return run_bench(args, settings)

@@ -262,7 +262,7 @@ def write_plot(path: Path, data: dict[str, Any]) -> Path:
 
 
 def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, channels: int = 8,
-             no_model: bool = False, ask_every: float = 5.0, drain_s: float = 300.0, store_path: str | None = None,
+             no_model: bool = False, ask_every: float = 5.0, drain_s: float = 120.0, store_path: str | None = None,
              progress: bool = True, wait_embeddings: bool = True, embedder: Any = None) -> dict[str, Any]:
     """Run the load and return the report (see the module docstring)."""
     from bot.actions import Actions
