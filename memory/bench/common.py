@@ -25,7 +25,9 @@ def percentiles(seconds: Sequence[float]) -> dict[str, float]:
 def machine() -> dict[str, Any]:
     import os
 
-    return {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()}
+    # The load average says whether other work shared the CPU during the run.
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
+            "load_average_1m": round(os.getloadavg()[0], 2)}
 
 
 def save(out_dir: str | Path, name: str, data: dict) -> Path:
