@@ -10,6 +10,8 @@ def run_bench(args: argparse.Namespace, settings: object) -> int:
         from .ingest import main
     elif kind == "search":
         from .search import main
+    elif kind == "load":
+        from .load import main
     elif kind == "event":
         from .event import main
     elif kind == "writer":
