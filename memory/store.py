@@ -410,10 +410,11 @@ class Store:
                 p[2] = max(p[2], m.ts)
                 p[3] += 1
         base = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        seq = self._take_vec_seq(conn, len(rows)) if vectors is not None else 1
         conn.executemany(
             "INSERT INTO messages(id, scope_id, msg_id, thread, author_id, author_name, text, ts, reply_to, "
-            "session, turn, text_hash, embedded) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [(base + n, *r[:12]) for n, r in enumerate(rows, 1)])
+            "session, turn, text_hash, embedded, vec_seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(base + n, *r[:12], seq + n - 1 if vectors is not None else 0) for n, r in enumerate(rows, 1)])
         conn.executemany("INSERT INTO messages_fts(rowid, text, author_name, scope_tag) VALUES (?,?,?,?)",
                          [(base + n, r[5], r[4], f"s{r[0]}") for n, r in enumerate(rows, 1)])
         if vectors is not None:
@@ -492,8 +493,9 @@ class Store:
                     conn.execute("DELETE FROM message_vec WHERE rowid = ?", (mid,))
                     conn.execute("INSERT INTO message_vec(rowid, scope_id, embedding) VALUES (?,?,?)",
                                  (mid, sid, vec.tobytes()))
-                conn.executemany("UPDATE messages SET embedded = 1 WHERE id = ?", [(f[0],) for f in fresh])
-                self._bump_vec_gen(conn, sorted({f[1] for f in fresh}))
+                seq = self._take_vec_seq(conn, len(fresh))
+                conn.executemany("UPDATE messages SET embedded = 1, vec_seq = ? WHERE id = ?",
+                                 [(seq + n, f[0]) for n, f in enumerate(fresh)])
         return len(rows)
 
     def pending_embeddings(self) -> int:
@@ -560,6 +562,15 @@ class Store:
                 f"SELECT DISTINCT scope_id FROM messages WHERE id IN ({marks})", chunk)])
         self._after_change(conn, list(ids), reason)
         return n
+
+    @staticmethod
+    def _take_vec_seq(conn: Connection, n: int) -> int:
+        """Reserve ``n`` vector sequence numbers; returns the first (inside the write transaction)."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'vec_seq'").fetchone()
+        first = int(row[0]) + 1 if row else 1
+        conn.execute("INSERT INTO meta(key, value) VALUES ('vec_seq', ?) ON CONFLICT(key) DO UPDATE SET "
+                     "value = excluded.value", (str(first + n - 1),))
+        return first
 
     @staticmethod
     def _bump_vec_gen(conn: Connection, scope_ids: Sequence[int]) -> None:

@@ -4,7 +4,8 @@ The durable index is the sqlite-vec ``message_vec`` table, written in the same
 transaction as each message. Searching 100k vectors in one partition with vec0
 costs ~50 ms on two cores, so queries are served from an in-memory float32 mirror
 of the scope, kept fresh cheaply: appended rows are loaded incrementally, and any
-edit or deletion (``scope_state.vec_gen``) reloads the scope. ``use_mirror=False``
+edit or deletion (``scope_state.vec_gen``) reloads the scope. New vectors, whether of
+fresh messages or of the embedding backlog, arrive in ``messages.vec_seq`` order. ``use_mirror=False``
 queries vec0 directly.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .store import Store
 @dataclass
 class _Mirror:
     gen: int
-    max_id: int
+    max_seq: int
     ids: np.ndarray
     matrix: np.ndarray
     authors: np.ndarray
@@ -84,8 +85,12 @@ class VectorIndex:
                     mirror = _Mirror(gen, 0, np.zeros(0, dtype=np.int64),
                                      np.zeros((0, self.store.vector_dim or 0), dtype=np.float32),
                                      np.zeros(0, dtype=object))
-                new = conn.execute("SELECT id, author_id FROM messages WHERE scope_id = ? AND embedded = 1 AND id > ? "
-                                   "ORDER BY id", (scope_id, mirror.max_id)).fetchall()
+                if mirror.max_seq == 0 and len(mirror.ids) == 0:  # first load: everything with a vector
+                    new = conn.execute("SELECT id, author_id, vec_seq FROM messages WHERE scope_id = ? AND embedded = 1 "
+                                       "ORDER BY id", (scope_id,)).fetchall()
+                else:
+                    new = conn.execute("SELECT id, author_id, vec_seq FROM messages WHERE scope_id = ? AND embedded = 1 "
+                                       "AND vec_seq > ? ORDER BY vec_seq", (scope_id, mirror.max_seq)).fetchall()
                 if new:
                     ids = np.fromiter((r[0] for r in new), dtype=np.int64, count=len(new))
                     authors = np.array([r[1] for r in new], dtype=object)
@@ -97,7 +102,8 @@ class VectorIndex:
                                 f"SELECT rowid, embedding FROM message_vec WHERE rowid IN ({','.join('?' * len(chunk))})",
                                 chunk):
                             vecs[pos[int(rid)]] = np.frombuffer(blob, dtype=np.float32)
-                    mirror = _Mirror(gen, int(ids[-1]), np.concatenate([mirror.ids, ids]),
+                    mirror = _Mirror(gen, max(mirror.max_seq, max(int(r[2]) for r in new)),
+                                     np.concatenate([mirror.ids, ids]),
                                      np.concatenate([mirror.matrix, vecs]) if len(mirror.ids) else vecs,
                                      np.concatenate([mirror.authors, authors]))
                 self._mirrors[scope_id] = mirror

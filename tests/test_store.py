@@ -190,3 +190,21 @@ def test_stdlib_sqlite_cannot_load_extensions_but_store_does(tmp_path):
     assert s.conn.execute("select vec_version()").fetchone()[0].startswith("v")
     s.close()
     assert std_sqlite3 is not None
+
+
+def test_vector_mirror_picks_up_backlog_without_reloading(vstore):
+    from memory.search import Searcher
+
+    vstore.ingest([msg(1, "we should repaint the garage blue")])
+    s = Searcher(vstore)
+    sid = vstore.scopes()[0].id
+    assert s.search([sid], "paint colour for the garage", mode="dense")[0].message.msg_id == "1"
+    vstore.ingest([msg(2, "my parrot learned to whistle a tune")], embed=False)
+    with vstore.read() as conn:
+        gen_before = conn.execute("SELECT vec_gen FROM scope_state").fetchone()[0]
+    vstore.embed_pending()
+    with vstore.read() as conn:
+        assert conn.execute("SELECT vec_gen FROM scope_state").fetchone()[0] == gen_before  # no full reload
+    assert s.search([sid], "a bird that sings", mode="dense")[0].message.msg_id == "2"
+    mirror = s.vectors._mirrors[sid]
+    assert sorted(mirror.ids.tolist()) == [1, 2]
