@@ -25,9 +25,10 @@ class StoreSettings(Section):
 
 
 class EmbeddingSettings(Section):
-    backend: Literal["minilm", "gguf"] = Field(
-        "minilm", description="'minilm': all-MiniLM-L6-v2 shipped on PyPI, run in numpy; 'gguf': any GGUF "
-        "embedding model run by llama.cpp.")
+    backend: Literal["minilm", "minilm-gguf", "gguf"] = Field(
+        "minilm", description="'minilm': all-MiniLM-L6-v2 shipped on PyPI, run in numpy; 'minilm-gguf': the same "
+        "model converted once to GGUF and run by llama.cpp (same vectors; GPU offload possible); 'gguf': any "
+        "GGUF embedding model run by llama.cpp.")
     model_path: str = Field("", description="GGUF embedding model file (backend 'gguf' only).")
     n_gpu_layers: int = Field(0, ge=-1, description="Layers to offload to a GPU for the GGUF embedder (-1 = all).")
     n_threads: int = Field(0, ge=0, description="CPU threads for the GGUF embedder (0 = llama.cpp default).")
