@@ -16,6 +16,19 @@ from .store import Store
 from .vectors import VectorIndex
 
 Mode = Literal["hybrid", "bm25", "dense"]
+
+
+def _porter(word: str) -> str:
+    """The stem FTS5's porter tokenizer stores for ``word`` (the original Porter algorithm)."""
+    global _STEMMER
+    if _STEMMER is None:
+        from nltk.stem.porter import PorterStemmer
+
+        _STEMMER = PorterStemmer(mode=PorterStemmer.ORIGINAL_ALGORITHM)
+    return _STEMMER.stem(word)
+
+
+_STEMMER = None
 RRF_K = 60
 RECALL_POOL = 40
 
@@ -61,8 +74,29 @@ class Searcher:
             self._query_vectors[text] = vec
         return vec
 
+    def selective_terms(self, text: str) -> list[str] | None:
+        """Content words of ``text`` without those found in over 10% of all messages (when rarer ones exist).
+
+        BM25 gives such terms almost no weight, but an OR query must still score every message that
+        contains them; leaving them out keeps search fast at 100k+ messages in a scope.
+        """
+        words = ftsquery.terms(text)
+        if len(words) < 2:
+            return None
+        stems = {w: _porter(w) for w in words}
+        with self.store.read() as conn:
+            n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]  # ~ messages indexed
+            marks = ",".join("?" * len(stems))
+            df = dict(conn.execute(f"SELECT term, doc FROM messages_fts_vocab WHERE term IN ({marks})",
+                                   list(set(stems.values()))).fetchall())
+        if n < 5000:
+            return None
+        keep = [w for w in words if df.get(stems[w], 0) <= n * 0.10]
+        return keep if keep else None
+
     def bm25(self, scope_ids: list[int], text: str, limit: int = RECALL_POOL) -> list[tuple[int, float]]:
-        query = ftsquery.match_any(text)
+        keep = self.selective_terms(text)
+        query = ftsquery.match_any(" ".join(keep) if keep else text)
         if query is None or not scope_ids:
             return []
         with self.store.read() as conn:
