@@ -133,6 +133,25 @@ class Searcher:
                     ids.append(mid)
         return self.store.messages(ids[:k])
 
+    def best_by_authors(self, scope_ids: list[int], text: str, author_ids: list[str],
+                        pool: int = 200) -> dict[str, StoredMessage]:
+        """Each author's best message for ``text``: the best-ranked one in a lexical pool, else the
+        nearest by meaning. One query for all authors, so per-person rows stay cheap at 100k messages."""
+        found: dict[str, int] = {}
+        lexical = self.bm25(scope_ids, text, pool)
+        if lexical:
+            authors = {m.id: m.author_id for m in self.store.messages([i for i, _ in lexical])}
+            for mid, _ in lexical:
+                a = authors.get(mid)
+                if a in author_ids and a not in found:
+                    found[a] = mid
+        missing = [a for a in author_ids if a not in found]
+        if missing and self.store.embedder is not None and text.strip():
+            for a, (mid, _) in self.vectors.best_per_author(scope_ids, self.query_vector(text), missing).items():
+                found[a] = mid
+        msgs = {m.id: m for m in self.store.messages(list(found.values()))}
+        return {a: msgs[mid] for a, mid in found.items() if mid in msgs}
+
     def search(self, scope_ids: list[int], text: str, *, k: int = 10, mode: Mode = "hybrid",
                pool: int = RECALL_POOL, exclude: set[int] | frozenset[int] = frozenset()) -> list[SearchHit]:
         """Top-``k`` messages for ``text`` from a recall pool of ``pool`` per retriever.

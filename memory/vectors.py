@@ -51,6 +51,30 @@ class VectorIndex:
         found.sort(key=lambda x: x[1])
         return found[:k]
 
+    def best_per_author(self, scope_ids: list[int], query: np.ndarray,
+                        author_ids: list[str]) -> dict[str, tuple[int, float]]:
+        """Each author's single nearest message (one matrix product for all of them)."""
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        best: dict[str, tuple[int, float]] = {}
+        wanted = set(author_ids)
+        for sid in scope_ids:
+            mirror = self._fresh(sid)
+            if mirror is None or len(mirror.ids) == 0:
+                continue
+            sims = mirror.matrix @ q
+            top = min(2000, len(sims))
+            head = np.argpartition(-sims, top - 1)[:top]
+            for i in head[np.argsort(-sims[head])]:
+                a = mirror.authors[i]
+                if a in wanted and (a not in best or 1.0 - float(sims[i]) < best[a][1]):
+                    best[a] = (int(mirror.ids[i]), 1.0 - float(sims[i]))
+            for a in wanted - set(best):  # quiet people: a masked argmax each
+                masked = np.where(mirror.authors == a, sims, -np.inf)
+                i = int(np.argmax(masked))
+                if np.isfinite(masked[i]):
+                    best[a] = (int(mirror.ids[i]), 1.0 - float(sims[i]))
+        return best
+
     def _knn_vec0(self, scope_id: int, q: np.ndarray, k: int) -> list[tuple[int, float]]:
         with self.store.read() as conn:
             rows = conn.execute("SELECT rowid, distance FROM message_vec WHERE embedding MATCH ? AND k = ? "

@@ -187,8 +187,19 @@ class Composer:
             qv = self.searcher.query_vector(projection.issue) if self.store.embedder is not None else None
             group_matches = [r for r, _ in self.records.search(scope_ids, projection.issue, owners=[GROUP], limit=8,
                                                                heads_only=True, query_vec=qv)] if b.source_k else []
+            fallback_cache: dict[str, StoredMessage] | None = None
+
+            def fallback(person: str) -> StoredMessage | None:
+                nonlocal fallback_cache
+                if fallback_cache is None:  # computed once, for every person row that needs it
+                    people = [k for k in keys if k != GROUP]
+                    fallback_cache = self.searcher.best_by_authors(scope_ids, projection.issue, people)
+                m = fallback_cache.get(person)
+                return m if m is not None and m.id not in exclude else None
+
             for key in keys:
-                row = self._row(scope_ids, key, names.get(key, key), projection, exclude, cite, group_matches, qv)
+                row = self._row(scope_ids, key, names.get(key, key), projection, exclude, cite, group_matches, qv,
+                                fallback)
                 cost = sum(_tokens(i.record.content) + 10 + sum(_tokens(h.content) for h in i.history)
                            for i in row.items) + (40 if row.fallback else 8)
                 if used + cost > b.token_budget and rows:
@@ -200,7 +211,7 @@ class Composer:
         return EvidencePack(projection, excerpts, rows, sorted(cites.values(), key=lambda c: c.n), hits, timings)
 
     def _row(self, scope_ids: list[int], key: str, name: str, projection: Projection,
-             exclude: frozenset[int], cite, group_matches: list[Record], qv) -> Row:
+             exclude: frozenset[int], cite, group_matches: list[Record], qv, fallback) -> Row:
         b = self.budgets
         row = Row(key, "GROUP" if key == GROUP else name)
         heads_only = projection.tense == "head"
@@ -219,10 +230,9 @@ class Composer:
             for rec in [r for r in group_matches if r.source == key][: b.source_k]:
                 self._add(row, rec, projection, cite, "voiced")
         if not row.items and key != GROUP:
-            best = self.searcher.by_author(scope_ids, key, projection.issue, k=1)
-            best = [m for m in best if m.id not in exclude]
-            if best:
-                row.fallback = cite(best[0])
+            best = fallback(key)
+            if best is not None:
+                row.fallback = cite(best)
         return row
 
     def _add(self, row: Row, rec: Record, projection: Projection, cite, via: str) -> None:
