@@ -86,9 +86,10 @@ class Searcher:
         stems = {w: _porter(w) for w in words}
         with self.store.read() as conn:
             n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]  # ~ messages indexed
-            marks = ",".join("?" * len(stems))
-            df = dict(conn.execute(f"SELECT term, doc FROM messages_fts_vocab WHERE term IN ({marks})",
-                                   list(set(stems.values()))).fetchall())
+            unique = sorted(set(stems.values()))
+            df = dict(conn.execute(
+                f"SELECT term, doc FROM messages_fts_vocab WHERE term IN ({','.join('?' * len(unique))})",
+                unique).fetchall())
         if n < 5000:
             return None
         keep = [w for w in words if df.get(stems[w], 0) <= n * 0.10]

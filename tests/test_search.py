@@ -98,3 +98,16 @@ def test_rrf_rewards_agreement():
     assert fused[0].id in (1, 3)
     assert {r.id for r in fused} == {1, 2, 3, 4}
     assert fused[0].bm25_rank is not None and fused[0].vector_rank is not None
+
+
+def test_common_terms_left_out_only_when_rarer_ones_exist(store):
+    from memory.search import Searcher
+
+    store.ingest([msg(i, f"the weather is nice today number{i}" + (" zeppelin" if i == 7 else ""))
+                  for i in range(6000)], embed=False)
+    s = Searcher(store)
+    # "weather" is in every message; "zeppelin" in one: only the rare term is searched.
+    assert s.selective_terms("weather zeppelin weathers") == ["zeppelin"]
+    assert s.selective_terms("weather weathering") is None  # nothing rarer: keep the query as typed
+    sid = store.scopes()[0].id
+    assert s.search([sid], "weather zeppelin", mode="bm25")[0].message.msg_id == "7"
