@@ -84,7 +84,7 @@ class SearchSettings(Section):
 class AnswerSettings(Section):
     max_chars: int = Field(1800, ge=200, description="Longest answer posted to chat; longer ones are cut.")
     evidence_token_budget: int = Field(1500, ge=200, description="Token budget of the evidence pack.")
-    max_new_tokens: int = Field(160, ge=16, description="Generation budget of one answer.")
+    max_new_tokens: int = Field(96, ge=16, description="Generation budget of one answer (chat answers are short).")
 
 
 class ScopeSettings(Section):
