@@ -55,7 +55,8 @@ def main(args: argparse.Namespace, settings) -> int:
             fill_vectors(store, embedder.dim)
             records = Records(store)
             n_records = add_records(store, records)
-            answerer = Answerer(store, Searcher(store), records, None)
+            answerer = Answerer(store, Searcher(store), records, None,
+                                max_new_tokens=settings.answer.max_new_tokens)
             sid = [store.scopes()[0].id]
             answerer.prepare(sid, questions[0])  # warm the vector mirror
             lat, tokens = [], []
