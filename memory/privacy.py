@@ -122,7 +122,7 @@ class _Scrubbing:
             if exc[0] is None:
                 with self.store.write() as conn:
                     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
-                                                "sql LIKE 'CREATE VIRTUAL TABLE%fts5%'").fetchall():
+                                                "sql LIKE 'CREATE VIRTUAL TABLE%fts5%' AND sql NOT LIKE '%fts5vocab%'").fetchall():
                         conn.execute(f"INSERT INTO {name}({name}) VALUES ('optimize')")
                 with self.store.read() as conn:
                     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
