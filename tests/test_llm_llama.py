@@ -109,7 +109,7 @@ def test_json_schema_output_parses_and_validates(llm: LlamaCppLLM) -> None:
         "[2] anna: I will bring the tent.\n\nMemory actions as JSON:\n"
     )
     for temperature in (0.0, 0.8):
-        out = llm.complete(prompt, max_tokens=64, temperature=temperature, json_schema=ACTION_SCHEMA)
+        out = llm.complete(prompt, max_tokens=160, temperature=temperature, json_schema=ACTION_SCHEMA)
         check_actions(json.loads(out.text))
         assert out.finish_reason == "stop"  # the grammar closed the object, not max_tokens
 

@@ -98,6 +98,7 @@ def _pick(checker: GrammarChecker, logits: np.ndarray, temperature: float, rng: 
         return checker.best_allowed(logits.copy())
     z = logits[allowed].astype(np.float64) / temperature
     p = np.exp(z - z.max())
+    p[p < 0.05] = 0.0  # min-p 0.05 (relative to the best), as llama.cpp's default sampler chain
     return int(allowed[int(rng.choice(len(allowed), p=p / p.sum()))])
 
 
