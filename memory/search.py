@@ -29,17 +29,6 @@ def _porter(word: str) -> str:
 
 
 _STEMMER = None
-_POOL = None
-
-
-def _pool():
-    """One small shared thread pool for running the dense half of a hybrid search alongside BM25."""
-    global _POOL
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="chorus-search")
-    return _POOL
 # Fusion constants: BM25 ranks count fully, dense ranks 0.8, k = 10 (a sharper head than the usual 60).
 # Chosen on LoCoMo, SocialMemBench and FriendsQA together (README); score other data with --data.
 RRF_K = 10
@@ -175,14 +164,8 @@ class Searcher:
         """
         if mode not in ("hybrid", "bm25", "dense"):
             raise InputError(f"unknown search mode {mode!r}; use hybrid, bm25 or dense")
-        if mode == "hybrid" and self.store.embedder is not None:
-            # Embedding the question and scanning vectors overlap with the BM25 query (both release the GIL).
-            future = _pool().submit(self.dense, scope_ids, text, pool)
-            lexical = self.bm25(scope_ids, text, pool)
-            semantic = future.result()
-        else:
-            lexical = self.bm25(scope_ids, text, pool) if mode in ("hybrid", "bm25") else []
-            semantic = self.dense(scope_ids, text, pool) if mode in ("hybrid", "dense") else []
+        lexical = self.bm25(scope_ids, text, pool) if mode in ("hybrid", "bm25") else []
+        semantic = self.dense(scope_ids, text, pool) if mode in ("hybrid", "dense") else []
         fused = [r for r in rrf([i for i, _ in lexical], [i for i, _ in semantic]) if r.id not in exclude][:k]
         messages = {m.id: m for m in self.store.messages([r.id for r in fused])}
         return [SearchHit(messages[r.id], r.score, r.bm25_rank, r.vector_rank, mode)
