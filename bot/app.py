@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory.embeddings.base import Embedder
-from memory.errors import ChorusError, ModelError
+from memory.errors import ChorusError, EmbeddingError, ModelError
 from memory.llm.base import LLM
 from memory.models import Message, ScopeKey, clean_text
 from memory.query.answer import Answerer, PersonaVoice
@@ -38,7 +38,7 @@ def load_embedder_from(settings: Settings) -> Embedder:
 
     cfg = settings.embeddings
     return load_embedder(cfg.backend, cfg.model_path or None, n_gpu_layers=cfg.n_gpu_layers,
-                         n_threads=cfg.n_threads or None)
+                         n_threads=cfg.n_threads or None, dtype=cfg.dtype or None)
 
 
 def load_llm_from(settings: Settings) -> LLM:
@@ -200,7 +200,11 @@ class Bot:
         scope_ids = self.scope_ids(key)
         if not scope_ids:
             return Reply("I don't have any memory of this channel yet.")
-        self.flush_embeddings(scope_ids)
+        try:
+            self.flush_embeddings(scope_ids)
+        except EmbeddingError as exc:  # words still find every message; the backlog retries later
+            log.warning("could not embed new messages before answering: %s", exc, exc_info=True)
+        self.searcher.degraded = None
         exclude: set[int] = set()
         if asked_in is not None:
             stored = self.store.find(ScopeKey.of(asked_in), asked_in.msg_id)
@@ -218,7 +222,10 @@ class Bot:
                                           m.ts, _excerpt(m.text)))
         lines = [result.text] + [f"[{c.n}] {c.author} ({stamp(c.ts)}): {c.excerpt}" for c in citations]
         text = cut_for_chat("\n".join(lines), self.settings.answer.max_chars)
-        return Reply(text, citations, data={"model_used": result.model_used, "notes": result.notes,
+        notes = list(result.notes)
+        if self.searcher.degraded:
+            notes.append(f"searched by words only: {self.searcher.degraded}")
+        return Reply(text, citations, data={"model_used": result.model_used, "notes": notes,
                                             "abstained": result.abstained,
                                             "rows": [r.name for r in result.pack.rows]})
 

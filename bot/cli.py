@@ -40,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-embed", action="store_true", help="store now, embed later with `chorus embed`")
 
     sub.add_parser("embed", help="embed messages imported without vectors")
+    c = sub.add_parser("reindex", help="re-embed everything with the configured embedder (after changing it)")
+    c.add_argument("--force", action="store_true", help="re-embed even if the store already uses this embedder")
 
     c = sub.add_parser("ask", help="ask the bot a question about one channel")
     c.add_argument("question")
@@ -112,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="out/bench")
     b = bsub.add_parser("answer", help="answer path latency without generation at 10k/100k messages")
     b.add_argument("--sizes", default="10000,100000")
-    b.add_argument("--queries", type=int, default=50)
+    b.add_argument("--queries", type=int, default=200)
     b.add_argument("--generate", type=int, default=3, help="also time N full answers with the model")
     b.add_argument("--out", default="out/bench")
     b = bsub.add_parser("search", help="hybrid search latency vs numpy and rank-bm25")

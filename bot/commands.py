@@ -73,6 +73,28 @@ def embed(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+@command("reindex")
+def reindex(args: argparse.Namespace, settings: Settings) -> int:
+    """Re-embed every message and record with the configured embedder (after changing `embeddings.*`)."""
+    from memory.records import Records
+
+    embedder = load_embedder_from(settings)
+    store = Store(Path(settings.store.path).expanduser(), idle_gap_s=settings.store.idle_gap_minutes * 60)
+    try:
+        if args.force or not store.use_embedder(embedder):
+            store.reset_vectors(embedder)  # one transaction: old vectors out, every message back in the backlog
+            print(f"dropped the old vectors; re-embedding with {embedder.name}", file=sys.stderr)
+        with tqdm(total=store.pending_embeddings(), desc="reindex messages", unit="msg", file=sys.stderr) as bar:
+            messages = store.embed_pending(progress=bar.update)
+        with tqdm(desc="reindex records", unit="record", file=sys.stderr) as bar:
+            records = Records(store).embed_missing(progress=bar.update)
+    finally:
+        store.close()
+    print(f"embedded {messages} messages and {records} records with {embedder.name}; interrupted runs resume "
+          "where they stopped")
+    return 0
+
+
 @command("ask")
 def ask(args: argparse.Namespace, settings: Settings) -> int:
     bot = Bot(settings)

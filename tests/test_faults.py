@@ -91,7 +91,9 @@ def test_bot_queues_messages_while_locked_and_stores_them_all_in_order(tmp_path,
     bot = Bot(Settings(), store=Store(db, busy_timeout_ms=200), load_models=False)
     acts = Actions(bot)
     acts.remember(m(0))
-    child = hold_lock(db, tmp_path, 2.0)  # a backup or a second process, for two seconds
+    # A backup or a second process holds the lock until it is stopped (not for a fixed time, so a
+    # slow, busy machine cannot let it go before the checks below).
+    child = hold_lock(db, tmp_path, 120)
     try:
         for i in range(1, 41):
             assert acts.remember(m(i)) is True  # accepted: stored now or queued, never dropped
@@ -99,6 +101,7 @@ def test_bot_queues_messages_while_locked_and_stores_them_all_in_order(tmp_path,
         assert "queued for retry" in caplog.text and "locked by another process" in caplog.text
         assert "Messages remembered: 1" in bot.status(KEY).text  # the bot answers meanwhile
     finally:
+        child.terminate()  # the process ends; SQLite releases its lock and drops its open transaction
         child.wait(timeout=30)
     assert bot.ingest_queue.drain(30)
     assert stored(bot.store) == [f"m{i:04d}" for i in range(41)]  # all of them, in the order they came
@@ -255,8 +258,11 @@ def test_embedder_failing_at_run_time_keeps_messages_and_recovers(tmp_path, capl
         assert len(stored(bot.store)) == 10  # ingest never waits for (or fails on) the embedder
         from bot.actions import Invoker, guarded
 
+        # The question is still answered, by words alone; the operator's log says why.
         reply = guarded("ask", lambda: acts.run_text(Invoker(KEY, "u1"), "ask kites?"))
-        assert reply.text.startswith("Sorry") and "test-hash-embedder failed" in reply.text
+        assert "[1]" in reply.text and "kites and lakes" in reply.text
+        assert any("searched by words only" in n and "out of memory" in n for n in reply.data["notes"])
+        assert "meaning search unavailable" in caplog.text or "could not embed new messages" in caplog.text
         deadline = time.monotonic() + 10
         while "embedding backlog failed" not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -155,7 +155,8 @@ def test_prompt_longer_than_context_is_a_model_error(llm: LlamaCppLLM) -> None:
 def test_raw_generate_speed_produces_exactly_n_tokens(llm: LlamaCppLLM) -> None:
     out = llm.raw_generate_speed("Once upon a time", 16)
     assert out.completion_tokens == 16
-    assert out.tokens_per_second > 1
+    # Speed itself is for `chorus bench writer` (baseline in the same run); here it must just be measured.
+    assert out.total_seconds > 0 and out.tokens_per_second == pytest.approx(16 / out.gen_seconds, rel=1e-6)
 
 
 # ----------------------------------------------------------------- error paths

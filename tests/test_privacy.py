@@ -62,6 +62,7 @@ def world(tmp_path, embedder):
         m("7", ALICE, "xylophone lessons start on Monday", team=OTHER_TEAM),
     ]:
         assert acts.remember(msg)
+    store.embed_pending()  # the bot embeds in the background; a busy machine must not make this racy
     writer = Writer(store, ScriptedLLM([
         actions_json(add("Alice", "Alice", "Alice adopted a quokka named Zanzibar"),
                      add("Bob", "Bob", "Bob is learning the bassoon for the winter concert"),

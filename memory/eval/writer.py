@@ -50,12 +50,14 @@ def reverify_store(store: Store, threshold: float) -> tuple[int, list[int]]:
             checked += 1
             if not texts or ground(content, texts).score < threshold:
                 failing.append(rid)
-        for (rid,) in conn.execute("SELECT r.id FROM records r WHERE r.status = 'active' AND r.layer = "
-                                   "'persona_insight' AND NOT EXISTS (SELECT 1 FROM record_links l JOIN records f "
-                                   "ON f.id = l.to_id WHERE l.from_id = r.id AND l.kind = 'cites' AND "
-                                   "f.status = 'active')").fetchall():
+        # An insight rests on the facts it cites: at least one must resolve to an active record.
+        for rid, resolves in conn.execute(
+                "SELECT r.id, EXISTS (SELECT 1 FROM record_links l JOIN records f ON f.id = l.to_id "
+                "WHERE l.from_id = r.id AND l.kind = 'cites' AND f.status = 'active') FROM records r "
+                "WHERE r.status = 'active' AND r.layer = 'persona_insight'").fetchall():
             checked += 1
-            failing.append(rid)
+            if not resolves:
+                failing.append(rid)
     return checked, failing
 
 
@@ -109,11 +111,15 @@ class WriterReport:
             ["writer throughput", f"{j['messages_per_minute']} messages/min"]])
         layers = markdown_table(["layer", "records"], sorted(self.per_layer.items()))
         reasons = markdown_table(["rejection reason", "count"], self.reasons.most_common(12))
-        least = sorted(self.people, key=lambda p: p["messages"])[: min(10, len(self.people))]
+        # GROUP is not a speaker (it owns the group layers); list it apart.
+        speakers = [p for p in self.people if p["person"] != GROUP]
+        least = sorted(speakers, key=lambda p: (p["messages"], p["records"]))[: min(10, len(speakers))]
+        group = sum(p["records"] for p in self.people if p["person"] == GROUP)
         people = markdown_table(["conversation", "person", "messages", "records"],
                                 [[p["conversation"], p["person"], p["messages"], p["records"]] for p in least])
         return (f"### Writer on {self.dataset} with {self.model}\n\n{summary}\n\n{layers}\n\n"
-                f"Least active speakers:\n\n{people}\n\n{reasons}")
+                f"Least active speakers:\n\n{people}\n\nGroup-owned records (GROUP): {group}\n\n"
+                f"Speakers with no record: {sum(p['records'] == 0 for p in speakers)} of {len(speakers)}\n\n{reasons}")
 
 
 def evaluate_writer(dataset: str, *, data: str | Path | None, embedder: Embedder | None, llm: LLM,

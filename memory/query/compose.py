@@ -19,6 +19,10 @@ from ..timefmt import stamp
 from .dates import annotate
 from .project import ALL, Projection
 
+# Reciprocal-rank constant for fusing Track 2 provenance with Track 1 hits in
+# `EvidencePack.message_ids` (5, 10 and 30 scored alike on SocialMemBench).
+_FUSION_K = 10
+
 
 @dataclass
 class Budgets:
@@ -76,25 +80,27 @@ class EvidencePack:
                     person_rows: bool = True, group_rows: bool = True) -> list[str]:
         """Evidence messages (platform msg ids) under an item budget of ``k``, for retrieval scoring.
 
-        Track 2 provenance comes first (rows are what the pipeline adds), then Track 1 hits fill the budget.
+        The two tracks are fused by reciprocal rank (k = 10, equal weights): Track 2's
+        provenance in row order (every row's best item, then every row's second), and
+        Track 1's hits. A message both tracks found rises; neither track can push the
+        other's best items out of a small budget.
         """
-        out: list[str] = []
-
-        def put(m: StoredMessage) -> None:
-            if m.msg_id not in out and len(out) < k:
-                out.append(m.msg_id)
-
+        provenance: list[str] = []
         if track2:
-            for row in self.rows:
-                if (row.key == GROUP and not group_rows) or (row.key != GROUP and not person_rows):
-                    continue
-                for item in row.items:
-                    if item.cite:
-                        put(item.cite.message)
-        if track1:
-            for hit in self.hits:
-                put(hit.message)
-        return out
+            rows = [r for r in self.rows
+                    if not ((r.key == GROUP and not group_rows) or (r.key != GROUP and not person_rows))]
+            for level in range(max((len(r.items) for r in rows), default=0)):
+                for row in rows:
+                    if level < len(row.items) and row.items[level].cite:
+                        mid = row.items[level].cite.message.msg_id
+                        if mid not in provenance:
+                            provenance.append(mid)
+        hits = [h.message.msg_id for h in self.hits] if track1 else []
+        score: dict[str, float] = {}
+        for ranked in (hits, provenance):  # a tie goes to the verbatim hit
+            for rank, mid in enumerate(ranked, 1):
+                score[mid] = score.get(mid, 0.0) + 1.0 / (_FUSION_K + rank)
+        return sorted(score, key=lambda m: -score[m])[:k]
 
     def render(self, names: dict[str, str]) -> str:
         """The evidence text handed to the answer model."""
@@ -184,9 +190,11 @@ class Composer:
                 elif r not in keys:
                     keys.append(r)
             keys = [k for k in keys if (k == GROUP and group_rows) or (k != GROUP and person_rows)][: b.max_rows]
-            qv = self.searcher.query_vector(projection.issue) if self.store.embedder is not None else None
+            qv = self.searcher.vector_or_none(projection.issue) if self.store.embedder is not None else None
+            words_only = qv is None  # no embedder, or it failed: records are searched by words alone
             group_matches = [r for r, _ in self.records.search(scope_ids, projection.issue, owners=[GROUP], limit=8,
-                                                               heads_only=True, query_vec=qv)] if b.source_k else []
+                                                               heads_only=True, query_vec=qv,
+                                                               lexical_only=words_only)] if b.source_k else []
             fallback_cache: dict[str, StoredMessage] | None = None
 
             def fallback(person: str) -> StoredMessage | None:
@@ -216,7 +224,7 @@ class Composer:
         row = Row(key, "GROUP" if key == GROUP else name)
         heads_only = projection.tense == "head"
         found = self.records.search(scope_ids, projection.issue, owners=[key], limit=b.row_k + (1 if key == GROUP else 0),
-                                    heads_only=heads_only, query_vec=qv)
+                                    heads_only=heads_only, query_vec=qv, lexical_only=qv is None)
         seen_chains: set[int] = set()
         for rec, _ in found:
             if rec.chain_id in seen_chains:
