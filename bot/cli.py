@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = bsub.add_parser("answer", help="answer path latency without generation at 10k/100k messages")
     b.add_argument("--sizes", default="10000,100000")
     b.add_argument("--queries", type=int, default=200)
-    b.add_argument("--generate", type=int, default=3, help="also time N full answers with the model")
+    b.add_argument("--generate", type=int, default=5, help="also time N full answers with the model")
     b.add_argument("--out", default="out/bench")
     b = bsub.add_parser("search", help="hybrid search latency vs numpy and rank-bm25")
     b.add_argument("--sizes", default="10000,100000")

@@ -87,7 +87,8 @@ class SearchSettings(Section):
 class AnswerSettings(Section):
     max_chars: int = Field(1800, ge=200, description="Longest answer posted to chat; longer ones are cut.")
     evidence_token_budget: int = Field(1500, ge=200, description="Token budget of the evidence pack.")
-    max_new_tokens: int = Field(96, ge=16, description="Generation budget of one answer (chat answers are short).")
+    max_new_tokens: int = Field(64, ge=16, description="Generation budget of one answer in tokens (chat answers are short; the tiny default "
+                                "model otherwise rambles to the limit).")
 
 
 class ScopeSettings(Section):

@@ -110,6 +110,22 @@ def test_empty_row_falls_back_then_says_no_record(vstore):
     assert "Ann: now: Ann loves climbing" in prompt
 
 
+def test_row_items_that_repeat_an_excerpt_point_at_it(vstore):
+    vstore.ingest([msg(1, "I love climbing and bouldering", author="Ann"), msg(2, "I only like chess", author="Ben")])
+    records = Records(vstore)
+    sid = vstore.scopes()[0].id
+    with vstore.write() as conn:  # an extractive record: the message's own words
+        records.insert(conn, NewRecord(sid, "per_speaker_core", "fact", "ann", "ann", "I love climbing and  bouldering",
+                                       1.0, 1, 1, 1.0, [vstore.find(ScopeKey("console", "w", "general"), "1").id], {}),
+                       run_id=None, model="t", vector=None)
+    pack, prompt, _ = Answerer(vstore, Searcher(vstore), records, None).prepare([sid], "What does everyone think of climbing and chess?")
+    n_ann = next(c.n for c in pack.excerpts if c.message.msg_id == "1")
+    n_ben = next(c.n for c in pack.excerpts if c.message.msg_id == "2")
+    assert f"Ann: now: as quoted in [{n_ann}]" in prompt and f"Ben: said [{n_ben}]" in prompt
+    evidence = prompt.split("\nQuestion:")[0]
+    assert evidence.count("bouldering") == 1 and evidence.count("chess") == 1  # each said once, in the excerpts
+
+
 def test_full_tense_shows_history_and_group_row_separate(store):
     store.ingest([msg(1, "I want a big party for the anniversary", author="Mum"),
                   msg(2, "Actually a quiet dinner is better for the anniversary", author="Mum"),

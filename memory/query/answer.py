@@ -62,7 +62,7 @@ class Answerer:
 
     def __init__(self, store: Store, searcher: Searcher, records: Records, llm: LLM | None, *,
                  persona: PersonaVoice | None = None, budgets: Budgets | None = None,
-                 max_new_tokens: int = 96) -> None:
+                 max_new_tokens: int = 64) -> None:
         self.store = store
         self.composer = Composer(store, searcher, records, budgets)
         self.llm = llm

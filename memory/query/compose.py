@@ -107,6 +107,9 @@ class EvidencePack:
         lines = ["[RAW EXCERPTS]"]
         for c in self.excerpts:
             lines.append(_line(c))
+        # A row item that only repeats an excerpt's words points at it instead: the prompt is
+        # the answer's main cost on a small CPU, and the model reads the excerpt anyway.
+        shown = {c.message.id for c in self.excerpts}
         if self.rows:
             lines.append("[MEMORY BY PERSON]")
             for row in self.rows:
@@ -115,12 +118,24 @@ class EvidencePack:
                     continue
                 for item in row.items:
                     tag = f" [{item.cite.n}]" if item.cite else ""
-                    lines.append(f"{row.name}: now: {item.record.content}{tag}")
+                    if item.cite and item.cite.message.id in shown and _same(item.record.content,
+                                                                             item.cite.message.text):
+                        lines.append(f"{row.name}: now: as quoted in [{item.cite.n}]")
+                    else:
+                        lines.append(f"{row.name}: now: {item.record.content}{tag}")
                     for old in item.history:
                         lines.append(f"{row.name}: earlier ({stamp(old.ts)[:10]}): {old.content}")
                 if not row.items and row.fallback:
-                    lines.append(f"{row.name}: said: {_flat(row.fallback.message.text, 200)} [{row.fallback.n}]")
+                    if row.fallback.message.id in shown:
+                        lines.append(f"{row.name}: said [{row.fallback.n}]")
+                    else:
+                        lines.append(f"{row.name}: said: {_flat(row.fallback.message.text, 200)} [{row.fallback.n}]")
         return "\n".join(lines)
+
+
+def _same(a: str, b: str) -> bool:
+    """Whether two texts say the same words (case and spacing aside)."""
+    return " ".join(a.casefold().split()) == " ".join(b.casefold().split())
 
 
 def _flat(text: str, limit: int) -> str:
