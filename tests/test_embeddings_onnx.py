@@ -55,8 +55,11 @@ def test_fp32_graph_matches_sentence_transformers(fp32: OnnxMiniLMEmbedder, refe
 def test_int8_stays_close_to_the_reference(int8: OnnxMiniLMEmbedder, reference) -> None:
     texts, want = reference
     cos = _cosines(int8.embed(texts), want)
-    # Measured: min 0.975, mean 0.990 on these awkward inputs (empty, 256+ tokens, CJK, emoji).
-    assert cos.min() >= 0.96 and cos.mean() >= 0.985, cos
+    # Measured here (AVX-512 VNNI kernels): 0.991-0.995 for every text but the empty one (0.980).
+    # The margin below leaves room for other CPUs' integer kernels, not for a wrong graph (the
+    # float32 graph from the same builder matches to 0.9999 above).
+    real = [c for t, c in zip(texts, cos) if t.strip()]
+    assert min(real) >= 0.985 and cos.min() >= 0.96 and cos.mean() >= 0.985, cos
     assert int8.name == "all-MiniLM-L6-v2-int8"  # its own identity: a store never mixes the two
     assert isinstance(int8, Embedder) and int8.dim == 384
 

@@ -26,9 +26,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -381,29 +382,42 @@ def cached_minilm_gguf(
     """
     if dtype not in DTYPES:
         raise EmbeddingError(f"Unknown GGUF dtype {dtype!r}; choose one of: {', '.join(DTYPES)}.")
-    directory = _model_dir(model_dir)
-    key = source_key(directory)
-    target_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    directory, key, target_dir = cache_slot(model_dir, cache_dir)
     target = target_dir / f"{MODEL_NAME}.{key[:16]}.{dtype}.gguf"
+    return build_cached(target, lambda work: convert_minilm_to_gguf(directory, work / "model.gguf", dtype=dtype),
+                        "converted embedding model")
+
+
+def cache_slot(model_dir: str | os.PathLike[str] | None,
+               cache_dir: str | os.PathLike[str] | None) -> tuple[Path, str, Path]:
+    """The MiniLM source folder, its identity key, and the folder converted models are cached in."""
+    directory = _model_dir(model_dir)
+    target_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    return directory, source_key(directory), target_dir
+
+
+def build_cached(target: Path, build: Callable[[Path], Path], what: str) -> Path:
+    """``target`` if it exists, else ``build(workdir)``'s file moved into place as ``target``.
+
+    The file is built in a temporary folder beside the target and renamed into
+    place, so a crash or a concurrent process never leaves a half-written model.
+    """
     if target.is_file() and target.stat().st_size > 0:
         return target
     try:
-        target_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     except OSError as exc:
         raise EmbeddingError(
-            f"Cannot write the converted embedding model to {target_dir}: {exc}; make the folder writable "
+            f"Cannot write the {what} to {target.parent}: {exc}; make the folder writable "
             "or set XDG_CACHE_HOME to a writable folder."
         ) from exc
-    os.close(fd)
-    tmp = Path(tmp_name)
     try:
-        convert_minilm_to_gguf(directory, tmp, dtype=dtype)
-        with tmp.open("rb") as fh:
+        built = build(work)
+        with built.open("rb") as fh:
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; it is a public model
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        os.chmod(built, 0o644)  # temporary files are private; it is a public model
+        os.replace(built, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return target

@@ -121,6 +121,20 @@ def minilm_tokenizer(directory: Path, max_positions: int = 512) -> tuple[Any, in
     return tokenizer, max_len
 
 
+def token_ids(tokenizer: Any, texts: Sequence[str], name: str) -> tuple[list[list[int]], np.ndarray]:
+    """Token ids of each text (cut to ``prefix()``) and their lengths; a single string is refused."""
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of strings, not a single string")
+    if len(texts) == 0:
+        return [], np.zeros(0, dtype=np.int64)
+    try:
+        encodings = tokenizer.encode_batch([prefix(str(t)) for t in texts], add_special_tokens=True)
+    except Exception as exc:
+        raise EmbeddingError(f"Tokenising {len(texts)} text(s) for {name} failed: {exc}") from exc
+    ids = [e.ids for e in encodings]
+    return ids, np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
+
+
 def length_sorted_batches(lengths: np.ndarray, per_batch: int, max_batch_tokens: int,
                           max_stretch: float = 1.25) -> list[np.ndarray]:
     """Index batches of texts with similar token counts, so little compute goes to padding.
@@ -289,18 +303,11 @@ class MiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (each cut to ``prefix()``) into float32 (n, 384) unit rows."""
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of strings, not a single string")
-        n = len(texts)
+        ids, lengths = token_ids(self._tokenizer, texts, self.name)
+        n = len(ids)
         out = np.zeros((n, self.dim), dtype=np.float32)
         if n == 0:
             return out
-        try:
-            encodings = self._tokenizer.encode_batch([prefix(str(t)) for t in texts], add_special_tokens=True)
-        except Exception as exc:
-            raise EmbeddingError(f"Tokenising {n} text(s) for {self.name} failed: {exc}") from exc
-        ids = [e.ids for e in encodings]
-        lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=n)
         # Spread small inputs over the workers instead of one batch doing all the work.
         per_batch = max(1, min(self.batch_size, -(-n // self.threads)))
         batches = length_sorted_batches(lengths, per_batch, self.max_batch_tokens)

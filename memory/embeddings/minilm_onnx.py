@@ -14,8 +14,8 @@ import numpy as np
 
 from memory.errors import EmbeddingError
 
-from .base import normalize, prefix
-from .minilm import MiniLMEmbedder, default_model_dir, length_sorted_batches, minilm_tokenizer
+from .base import normalize
+from .minilm import MiniLMEmbedder, default_model_dir, length_sorted_batches, minilm_tokenizer, token_ids
 from .onnx_export import DTYPES, cached_minilm_onnx
 
 
@@ -67,18 +67,10 @@ class OnnxMiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (each cut to ``prefix()``) into float32 (n, 384) unit rows."""
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of strings, not a single string")
-        n = len(texts)
-        out = np.zeros((n, self.dim), dtype=np.float32)
-        if n == 0:
+        ids, lengths = token_ids(self._tokenizer, texts, self.name)
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        if not ids:
             return out
-        try:
-            encodings = self._tokenizer.encode_batch([prefix(str(t)) for t in texts], add_special_tokens=True)
-        except Exception as exc:
-            raise EmbeddingError(f"Tokenising {n} text(s) for {self.name} failed: {exc}") from exc
-        ids = [e.ids for e in encodings]
-        lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=n)
         for idx in length_sorted_batches(lengths, self.batch_size, self.max_batch_tokens):
             seq_len = int(lengths[idx[-1]])
             batch_ids = np.zeros((len(idx), seq_len), dtype=np.int32)

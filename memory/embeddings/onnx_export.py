@@ -19,9 +19,8 @@ dense recall@10 on LoCoMo is 42.0 (int8) vs 42.1 (float). Weight-only 8-bit bloc
 from __future__ import annotations
 
 import json
+import logging
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ import numpy as np
 
 from memory.errors import EmbeddingError
 
-from .convert import _model_dir, default_cache_dir, source_key
+from .convert import _model_dir, build_cached, cache_slot
 
 DTYPES = ("fp32", "int8")
 # Bump when the graph layout changes, so a cached file from an older builder is not reused.
@@ -128,45 +127,43 @@ def quantize_int8(source: Path, out: Path) -> Path:
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(source), str(out), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul", "Attention"],
-                     extra_options={"DefaultTensorType": TensorProto.FLOAT})
+    # The quantiser logs advice about shape pre-processing meant for vision models; it does not
+    # apply to this graph (every shape is known), so keep it out of the setup output.
+    advice = _DropMessage("pre-processing before quantization")
+    logging.getLogger().addFilter(advice)
+    try:
+        quantize_dynamic(str(source), str(out), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul", "Attention"],
+                         extra_options={"DefaultTensorType": TensorProto.FLOAT})
+    finally:
+        logging.getLogger().removeFilter(advice)
     return out
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
 
 
 def cached_minilm_onnx(dtype: str = "int8", model_dir: str | os.PathLike[str] | None = None,
                        cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Path of the MiniLM ONNX graph of ``dtype``, building it on first use.
-
-    Written under a temporary name and renamed into place, so a crash or a
-    second process never leaves a half-written model behind.
-    """
+    """Path of the MiniLM ONNX graph of ``dtype``, building it on first use (atomically, see `build_cached`)."""
     if dtype not in DTYPES:
         raise EmbeddingError(f"Unknown ONNX dtype {dtype!r} (`embeddings.dtype`); choose one of: {', '.join(DTYPES)}.")
-    directory = _model_dir(model_dir)
-    key = source_key(directory)
-    target_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    directory, key, target_dir = cache_slot(model_dir, cache_dir)
     target = target_dir / f"all-MiniLM-L6-v2.{key[:16]}.onnx-v{EXPORT_VERSION}.{dtype}.onnx"
-    if target.is_file() and target.stat().st_size > 0:
-        return target
-    try:
-        target_dir.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target_dir))
-    except OSError as exc:
-        raise EmbeddingError(f"Cannot write the ONNX embedding model to {target_dir}: {exc}; make the folder "
-                             "writable or set XDG_CACHE_HOME to a writable folder.") from exc
-    try:
-        built = build_minilm_onnx(directory, work / "fp32.onnx")
-        if dtype == "int8":
-            built = quantize_int8(built, work / "int8.onnx")
-        with built.open("rb") as fh:
-            os.fsync(fh.fileno())
-        os.chmod(built, 0o644)
-        os.replace(built, target)
-    except EmbeddingError:
-        raise
-    except Exception as exc:
-        raise EmbeddingError(f"Building the ONNX embedding model in {target_dir} failed: {exc}") from exc
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return target
+
+    def build(work: Path) -> Path:
+        try:
+            built = build_minilm_onnx(directory, work / "fp32.onnx")
+            return quantize_int8(built, work / "int8.onnx") if dtype == "int8" else built
+        except EmbeddingError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"Building the ONNX embedding model in {target_dir} failed: {exc}") from exc
+
+    return build_cached(target, build, "ONNX embedding model")
