@@ -6,6 +6,7 @@ partition), never by filtering afterwards.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Literal
 
@@ -77,7 +78,16 @@ class Searcher:
         self.store = store
         self.vectors = vectors or VectorIndex(store)
         self._query_vectors: dict[str, object] = {}
-        self.degraded: str | None = None  # why the last vector search fell back to words, if it did
+        self._local = threading.local()  # `degraded` is per thread: questions are answered concurrently
+
+    @property
+    def degraded(self) -> str | None:
+        """Why this thread's last vector search fell back to words, if it did."""
+        return getattr(self._local, "degraded", None)
+
+    @degraded.setter
+    def degraded(self, reason: str | None) -> None:
+        self._local.degraded = reason
 
     def query_vector(self, text: str):
         """The embedding of a query text, cached (one question is searched several ways)."""
@@ -150,11 +160,14 @@ class Searcher:
                 raise InputError(f"could not search for {text[:60]!r}: {exc}") from exc
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def dense(self, scope_ids: list[int], text: str, limit: int = RECALL_POOL) -> list[tuple[int, float]]:
+    def dense(self, scope_ids: list[int], text: str, limit: int = RECALL_POOL, *,
+              strict: bool = True) -> list[tuple[int, float]]:
+        """Nearest messages by meaning; with ``strict=False`` an embedder failure gives [] (see `vector_or_none`)."""
         embedder = self.store.embedder
         if embedder is None or not text.strip() or not scope_ids:
             return []
-        return self.vectors.knn(scope_ids, self.query_vector(text), limit)
+        vec = self.query_vector(text) if strict else self.vector_or_none(text)
+        return [] if vec is None else self.vectors.knn(scope_ids, vec, limit)
 
     def by_author(self, scope_ids: list[int], author_id: str, text: str, k: int = 1) -> list[StoredMessage]:
         """One person's messages best matching ``text`` (BM25, then meaning), restricted in SQL."""
@@ -206,13 +219,8 @@ class Searcher:
             raise InputError(f"unknown search mode {mode!r}; use hybrid, bm25 or dense")
         lexical = (self.bm25(scope_ids, text, pool, HYBRID_BM25_MAX_DF) if mode == "hybrid"
                    else self.bm25(scope_ids, text, pool) if mode == "bm25" else [])
-        semantic: list[tuple[int, float]] = []
-        if mode == "dense":
-            semantic = self.dense(scope_ids, text, pool)
-        elif mode == "hybrid" and self.store.embedder is not None and text.strip() and scope_ids:
-            vec = self.vector_or_none(text)
-            if vec is not None:
-                semantic = self.vectors.knn(scope_ids, vec, pool)
+        # Hybrid search goes on by words alone if the embedder fails; dense search has nothing else.
+        semantic = self.dense(scope_ids, text, pool, strict=mode == "dense") if mode in ("hybrid", "dense") else []
         fused = [r for r in rrf([i for i, _ in lexical], [i for i, _ in semantic]) if r.id not in exclude][:k]
         messages = {m.id: m for m in self.store.messages([r.id for r in fused])}
         return [SearchHit(messages[r.id], r.score, r.bm25_rank, r.vector_rank, mode)

@@ -119,6 +119,11 @@ class Scope:
         return f"{self.platform}:{self.workspace + '/' if self.workspace else ''}{shown}"
 
 
+
+def _same_model(info: dict, embedder: Embedder) -> bool:
+    """Whether the vectors recorded in the store's meta (``info``) come from ``embedder``."""
+    return info["model"] == embedder.name and int(info["dim"]) == int(embedder.dim)
+
 class Store:
     """The Chorus store: one SQLite file in WAL mode, written through one lock."""
 
@@ -202,7 +207,7 @@ class Store:
             row = conn.execute("SELECT value FROM meta WHERE key = 'embedding'").fetchone()
             if row:
                 info = json.loads(row[0])
-                if info["dim"] != dim or info["model"] != embedder.name:
+                if not _same_model(info, embedder):
                     raise EmbeddingError(
                         f"this store was indexed with {info['model']} ({info['dim']} dims) but the configured "
                         f"embedder is {embedder.name} ({dim} dims); configure the original model or run "
@@ -233,10 +238,8 @@ class Store:
     def use_embedder(self, embedder: Embedder) -> bool:
         """Attach ``embedder`` to a store opened without one; False if the store holds another model's vectors."""
         info = self.meta_get("embedding")
-        if info:
-            stored = json.loads(info)
-            if stored["model"] != embedder.name or int(stored["dim"]) != int(embedder.dim):
-                return False
+        if info and not _same_model(json.loads(info), embedder):
+            return False
         self.embedder = embedder
         self._ensure_vector_table(embedder)
         return True

@@ -94,7 +94,7 @@ def _read_json(path: Path) -> dict:
         raise EmbeddingError(f"Cannot read {path}: {exc}") from exc
 
 
-def _check_config(directory: Path) -> dict:
+def _check_config(directory: Path, target: str = "GGUF") -> dict:
     cfg_path = directory / "config.json"
     if not cfg_path.is_file():
         raise EmbeddingError(f"{directory} has no config.json; it is not a Hugging Face BERT model folder.")
@@ -110,7 +110,7 @@ def _check_config(directory: Path) -> dict:
         if not isinstance(cfg.get(key), int):
             problems.append(f"{key} is missing")
     if problems:
-        raise EmbeddingError(f"Cannot convert {directory} to GGUF: " + "; ".join(problems) + ".")
+        raise EmbeddingError(f"Cannot convert {directory} to {target}: " + "; ".join(problems) + ".")
     return cfg
 
 

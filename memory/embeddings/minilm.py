@@ -160,6 +160,26 @@ def length_sorted_batches(lengths: np.ndarray, per_batch: int, max_batch_tokens:
     return batches
 
 
+def padded_batch(ids: list[list[int]], lengths: np.ndarray, idx: np.ndarray, id_dtype: type,
+                 mask_dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of the texts ``idx`` right-padded to the longest of them, and the matching 1/0 mask."""
+    seq_len = int(lengths[idx].max())
+    batch_ids = np.zeros((len(idx), seq_len), dtype=id_dtype)
+    mask = np.zeros((len(idx), seq_len), dtype=mask_dtype)
+    for row, j in enumerate(idx):
+        k = int(lengths[j])
+        batch_ids[row, :k] = ids[j]
+        mask[row, :k] = 1
+    return batch_ids, mask
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """sentence-transformers' pooling: the mean of each text's token states, padding left out."""
+    mask = mask.astype(np.float32, copy=False)
+    summed = np.einsum("bld,bl->bd", hidden, mask)
+    return summed / np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
+
+
 def _gelu_(x: np.ndarray, scratch: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
     """Exact (erf) GELU in place: gelu(x) = relu(x) - |x|/2 * erfc(|x|/sqrt2).
 
@@ -313,14 +333,7 @@ class MiniLMEmbedder:
         batches = length_sorted_batches(lengths, per_batch, self.max_batch_tokens)
 
         def run(idx: np.ndarray) -> None:
-            seq_len = int(lengths[idx[-1]])
-            batch_ids = np.zeros((len(idx), seq_len), dtype=np.int64)
-            mask = np.zeros((len(idx), seq_len), dtype=np.float32)
-            for row, j in enumerate(idx):
-                k = int(lengths[j])
-                batch_ids[row, :k] = ids[j]
-                mask[row, :k] = 1.0
-            out[idx] = self._forward(batch_ids, mask)
+            out[idx] = self._forward(*padded_batch(ids, lengths, idx, np.int64, np.float32))
 
         if len(batches) == 1 or self.threads == 1:
             for idx in batches:
@@ -393,7 +406,4 @@ class MiniLMEmbedder:
             out += x
             x = _layer_norm_(out, layer.ln2_w, layer.ln2_b, self._eps)
 
-        x = x.reshape(bsz, seq_len, hidden)
-        summed = np.einsum("bld,bl->bd", x, mask)
-        counts = np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
-        return summed / counts
+        return mean_pool(x.reshape(bsz, seq_len, hidden), mask)

@@ -15,7 +15,8 @@ import numpy as np
 from memory.errors import EmbeddingError
 
 from .base import normalize
-from .minilm import MiniLMEmbedder, default_model_dir, length_sorted_batches, minilm_tokenizer, token_ids
+from .minilm import (MiniLMEmbedder, default_model_dir, length_sorted_batches, mean_pool, minilm_tokenizer,
+                     padded_batch, token_ids)
 from .onnx_export import DTYPES, cached_minilm_onnx
 
 
@@ -72,16 +73,10 @@ class OnnxMiniLMEmbedder:
         if not ids:
             return out
         for idx in length_sorted_batches(lengths, self.batch_size, self.max_batch_tokens):
-            seq_len = int(lengths[idx[-1]])
-            batch_ids = np.zeros((len(idx), seq_len), dtype=np.int32)
-            mask = np.zeros((len(idx), seq_len), dtype=np.int32)
-            for row, j in enumerate(idx):
-                batch_ids[row, : lengths[j]] = ids[j]
-                mask[row, : lengths[j]] = 1
+            batch_ids, mask = padded_batch(ids, lengths, idx, np.int32, np.int32)
             try:
                 hidden = self._session.run(None, {"input_ids": batch_ids, "attention_mask": mask})[0]
             except Exception as exc:
                 raise EmbeddingError(f"{self.name} failed on a batch of {len(idx)} text(s): {exc}") from exc
-            weights = mask.astype(np.float32)
-            out[idx] = np.einsum("bld,bl->bd", hidden, weights) / np.maximum(weights.sum(1, keepdims=True), 1e-9)
+            out[idx] = mean_pool(hidden, mask)
         return normalize(out)

@@ -18,7 +18,6 @@ dense recall@10 on LoCoMo is 42.0 (int8) vs 42.1 (float). Weight-only 8-bit bloc
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 
 from memory.errors import EmbeddingError
 
-from .convert import _model_dir, build_cached, cache_slot
+from .convert import _check_config, _model_dir, build_cached, cache_slot
 
 DTYPES = ("fp32", "int8")
 # Bump when the graph layout changes, so a cached file from an older builder is not reused.
@@ -54,14 +53,12 @@ def build_minilm_onnx(model_dir: str | os.PathLike[str] | None, out: Path) -> Pa
     from safetensors.numpy import load_file
 
     directory = _model_dir(model_dir)
+    config = _check_config(directory, "ONNX")
     try:
-        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
         weights = {k.removeprefix("bert."): v.astype(np.float32, copy=False)
                    for k, v in load_file(str(directory / "model.safetensors")).items()}
     except Exception as exc:
         raise EmbeddingError(f"Could not read the MiniLM weights in {directory}: {exc}") from exc
-    if config.get("hidden_act", "gelu") != "gelu" or config.get("position_embedding_type", "absolute") != "absolute":
-        raise EmbeddingError(f"{directory} is not a BERT model with exact GELU and absolute positions")
     eps = float(config.get("layer_norm_eps", 1e-12))
     heads = int(config["num_attention_heads"])
     hidden = int(config["hidden_size"])
