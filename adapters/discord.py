@@ -150,7 +150,9 @@ class DiscordAdapter:
         self.backfill_on_join = backfill_on_join
         self.defer_after_s = defer_after_s
         # Store-only work and model work get separate threads, so ingest never queues behind an answer.
-        self.fast = fast or ThreadPoolExecutor(2, thread_name_prefix="chorus-discord-store")
+        # One store thread: gateway events are separate tasks, and with two threads a message could be
+        # stored after a later one (wrong turn order, and a question not seeing what was said just before).
+        self.fast = fast or ThreadPoolExecutor(1, thread_name_prefix="chorus-discord-store")
         self.slow = slow or ThreadPoolExecutor(4, thread_name_prefix="chorus-discord-model")
         self.client = ChorusDiscordClient(self, **(client_kwargs or {}))
         self._tasks: set[asyncio.Task] = set()
