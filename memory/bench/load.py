@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 import psutil
 
+from memory.eval.plots import PlotUnavailable
+
 from . import synthetic
 from .common import save
-from .pngplot import Panel, Series, plot
 
 log = logging.getLogger(__name__)
 PLATFORM, WORKSPACE = "load", "w1"
@@ -238,27 +239,33 @@ def _verify(store: Any, run: Run) -> dict[str, Any]:
 
 
 def write_plot(path: Path, data: dict[str, Any]) -> Path:
+    """The report's timeline as stacked panels (matplotlib, through memory.eval.plots)."""
+    from memory.eval.plots import timeline_plot
+
     samples = data["timeline"]
     ts = [s["t"] for s in samples]
     answers = data.get("answer_points", [])
     windows = data.get("window_points", [])
+
+    def line(key: str) -> tuple[list[float], list[float], bool]:
+        return ts, [s[key] for s in samples], False
+
+    def points(pairs: list) -> tuple[list[float], list[float], bool]:
+        return [p[0] for p in pairs], [p[1] for p in pairs], True
+
     panels = [
-        Panel("ingest latency per second", [Series("p50", ts, [s["ingest_p50_ms"] for s in samples]),
-                                            Series("p95", ts, [s["ingest_p95_ms"] for s in samples])], "ms"),
-        Panel("messages per second", [Series("posted", ts, [s["ingest_per_s"] for s in samples])], "msg/s"),
-        Panel("answer latency (mention to reply)", [Series("answer", [a[0] for a in answers],
-                                                           [a[1] for a in answers], points=True)], "s"),
-        Panel("writer lag and embedding backlog",
-              [Series("writer pending", ts, [s["writer_pending"] for s in samples]),
-               Series("embed backlog", ts, [s["embed_backlog"] for s in samples])], "messages"),
-        Panel("writer window duration", [Series("window", [w[0] for w in windows], [w[1] for w in windows],
-                                                points=True)], "s"),
-        Panel("resident memory", [Series("rss", ts, [s["rss_mib"] for s in samples])], "MiB"),
+        ("ingest latency per second", "ms", {"p50": line("ingest_p50_ms"), "p95": line("ingest_p95_ms")}),
+        ("messages per second", "msg/s", {"posted": line("ingest_per_s")}),
+        ("answer latency (mention to reply)", "s", {"answer": points(answers)}),
+        ("writer lag and embedding backlog", "messages",
+         {"writer pending": line("writer_pending"), "embed backlog": line("embed_backlog")}),
+        ("writer window duration", "s", {"window": points(windows)}),
+        ("resident memory", "MiB", {"rss": line("rss_mib")}),
     ]
     cfg = data["config"]
     title = (f"chorus bench load: {cfg['rate']:g} msg/s, {cfg['channels']} channels, "
              f"lost {data['result']['lost']}")
-    return plot(path, panels, title=title)
+    return timeline_plot(path, title, panels)
 
 
 def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, channels: int = 8,
@@ -381,7 +388,10 @@ def main(args: argparse.Namespace, settings: Any) -> int:
                     no_model=bool(getattr(args, "no_model", False)), ask_every=float(getattr(args, "ask_every", 5.0)))
     out = Path(args.out)
     path = save(out, "load", data)
-    png = write_plot(out / "load.png", data)
+    try:
+        plot_note = f"and {write_plot(out / 'load.png', data)}"
+    except PlotUnavailable as exc:
+        plot_note = f"({exc})"
     r, il, al, w = data["result"], data["ingest_latency"], data["answer_latency"], data["writer"]
     print(f"posted {r['posted']} messages at {data['achieved_rate']} msg/s over {data['posting_seconds']} s; "
           f"stored {r['stored']}; lost {r['lost']}; duplicated {r['duplicates']}; integrity {r['integrity']}")
@@ -390,5 +400,5 @@ def main(args: argparse.Namespace, settings: Any) -> int:
     print(f"writer: {w['windows']} windows, {w['records']} records, max lag {w['max_pending']} messages "
           f"(oldest {w['max_oldest_s']:.0f} s); embedding backlog max {data['embedding']['max_backlog']}; "
           f"peak RSS {data['memory']['peak_rss_mib']} MiB")
-    print(f"written to {path} and {png}")
+    print(f"written to {path} {plot_note}")
     return 0 if r["lost"] == 0 and r["duplicates"] == 0 else 1

@@ -17,7 +17,6 @@ Speed choices (the bot embeds every incoming message, and backfills history):
 """
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import json
 import math
@@ -61,32 +60,20 @@ _blas_pinned: bool | None = None
 
 
 def _pin_numpy_blas_to_one_thread() -> bool:
-    """Set numpy's bundled OpenBLAS to one thread; False if that is not possible.
+    """Hold the BLAS numpy loaded to one thread (threadpoolctl); False if none could be held.
 
     Process-wide on purpose: parallelism then comes from our worker threads, one
-    batch each, which degrades gracefully when the CPU is shared. Works with the
-    OpenBLAS that numpy wheels ship; other BLAS builds are left alone.
+    batch each, which degrades gracefully when the CPU is shared.
     """
     global _blas_pinned
     with _blas_lock:
         if _blas_pinned is None:
-            _blas_pinned = False
-            libs = Path(np.__file__).resolve().parent.parent / "numpy.libs"
-            for lib_path in sorted(libs.glob("*openblas*.so*")) if libs.is_dir() else []:
-                try:
-                    lib = ctypes.CDLL(str(lib_path))  # already loaded by numpy: same handle
-                except OSError:
-                    continue
-                for prefix_ in ("scipy_openblas", "openblas"):
-                    for suffix in ("64_", ""):
-                        setter = getattr(lib, f"{prefix_}_set_num_threads{suffix}", None)
-                        getter = getattr(lib, f"{prefix_}_get_num_threads{suffix}", None)
-                        if setter is None or getter is None:
-                            continue
-                        setter(ctypes.c_int(1))
-                        if getter() == 1:
-                            _blas_pinned = True
-                            return True
+            from threadpoolctl import ThreadpoolController
+
+            blas = ThreadpoolController().select(user_api="blas")
+            blas.limit(limits=1)
+            infos = blas.info()
+            _blas_pinned = bool(infos) and all(info["num_threads"] == 1 for info in infos)
         return _blas_pinned
 
 
