@@ -42,5 +42,25 @@ class ModelOutputError(ModelError):
         self.raw = raw
 
 
+class ModelSchemaError(ModelOutputError):
+    """The output parsed as JSON but does not match the schema that was asked for."""
+
+
+class ModelTruncatedError(ModelOutputError):
+    """Generation stopped at ``max_tokens`` before the output was complete."""
+
+
+class ModelUnavailableError(ModelError):
+    """A model server could not be reached, refused the call (429, 5xx) or ran out of retries."""
+
+
+class ModelTimeoutError(ModelUnavailableError):
+    """A model server did not answer within the configured timeout."""
+
+
+class ToolCallError(ModelOutputError):
+    """The model asked for a tool that does not exist, or gave a tool arguments it cannot take."""
+
+
 class DatasetError(ChorusError):
     """An evaluation or import file does not have the expected format."""

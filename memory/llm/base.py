@@ -8,7 +8,10 @@ whatever runs underneath.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, Sequence, TypedDict, runtime_checkable
+
+if TYPE_CHECKING:
+    from .capabilities import Capabilities
 
 #: Who is asking. Interactive calls (a person waiting for an answer) jump ahead
 #: of queued background calls (the memory writer); see ``ModelGate``.
@@ -36,6 +39,8 @@ class Completion:
     finish_reason: str  # "stop" (EOS or a stop string) or "length" (hit max_tokens)
     model: str
     reused_prompt_tokens: int = 0
+    form: str = "completion"  # "completion" (raw prompt) or "chat" (messages through a chat template)
+    structured: str = ""  # how a JSON schema was enforced, when one was asked for (see capabilities.py)
 
     @property
     def tokens_per_second(self) -> float:
@@ -78,6 +83,53 @@ class LLM(Protocol):
     def count_tokens(self, text: str) -> int:
         """Number of tokens ``text`` takes in this model's vocabulary (no BOS)."""
         ...
+
+
+class ChatMessage(TypedDict):
+    """One turn of a chat prompt, as OpenAI-style APIs and chat templates take it."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+ROLES: tuple[str, ...] = ("system", "user", "assistant")
+
+
+@runtime_checkable
+class ChatLLM(LLM, Protocol):
+    """A model that also takes chat messages and says what it supports.
+
+    ``chat`` has the same contract as ``complete``: with ``json_schema`` the text
+    parses as JSON (and matches the schema) or a ``ModelOutputError`` is raised.
+    """
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        json_schema: dict | None = None,
+        stop: list[str] | None = None,
+        priority: str = "background",
+    ) -> Completion:
+        ...
+
+    def capabilities(self) -> "Capabilities":
+        ...
+
+
+def check_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Reject malformed chat turns before they reach a template or a server."""
+    out: list[ChatMessage] = []
+    for n, m in enumerate(messages):
+        role, content = m.get("role"), m.get("content")
+        if role not in ROLES or not isinstance(content, str):
+            raise ValueError(f"chat message #{n} needs role in {ROLES} and string content, got {m!r}")
+        out.append({"role": role, "content": content})
+    if not out:
+        raise ValueError("a chat prompt needs at least one message")
+    return out
 
 
 def check_priority(priority: str) -> str:

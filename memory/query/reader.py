@@ -1,0 +1,212 @@
+"""EGMemory's adaptive reader: a capable model calls typed tools for a few rounds, then answers.
+
+Each round the model sends one JSON tool call (constrained by a schema where the
+backend can), the tool runs over the question's scopes, and its result goes back
+to the model as the next turn; later requests can follow up on earlier results.
+The loop ends when the model answers, or when the round or token budget runs out;
+then one last turn allows only the answer. Every call is logged (``ToolCall``).
+
+The answer's citations are message ids; only ids that a tool actually showed the
+model are kept, and the caller still applies its own citation/support check to
+``ReaderResult.cited`` before anything is shown. Off by default: the shipped 270M
+model cannot drive tools (``answer.reader = true`` turns it on).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..errors import ModelError, ModelOutputError, ToolCallError
+from ..llm.base import INTERACTIVE, ChatMessage, Completion
+from ..llm.chat import generate, pick_form
+from ..llm.structured import parse_checked
+from ..models import StoredMessage
+from ..records import Records
+from ..search import Searcher
+from ..store import Store
+from ..timefmt import stamp
+from .reader_tools import TOOL_HELP, FinalAnswer, ReaderTools, call_schema, parse_call
+
+log = logging.getLogger(__name__)
+
+SYSTEM = ("You answer questions about a group chat by looking things up in its memory first. You cannot see the "
+          "chat itself: use the tools to find the messages that matter, one call per turn, then answer. Base the "
+          "answer only on what the tools returned, keep each person's words and views apart, and cite the "
+          "message ids (#N) you rely on. If the tools find nothing that answers the question, answer that the "
+          "memory does not say.\n\n" + TOOL_HELP)
+LAST_ROUND = "That was your last lookup. Now reply with the answer tool, citing the messages you rely on."
+
+
+@dataclass
+class ReaderConfig:
+    max_rounds: int = 4  # tool rounds before the answer is required (the paper allows up to ten)
+    token_budget: int = 6000  # prompt + completion tokens over all rounds
+    max_tokens_per_call: int = 160
+
+
+@dataclass
+class ToolCall:
+    """One round: what the model asked for and what came back (or why it failed)."""
+
+    round: int
+    tool: str
+    args: dict
+    ok: bool
+    result: str
+    message_ids: list[int] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class ReaderResult:
+    """The reader's answer with the messages it cites and how it got there."""
+
+    text: str
+    cited: list[StoredMessage]
+    tool_log: list[ToolCall]
+    rounds: int
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    stopped: str  # "answered", "rounds" (answer forced after the budget), "tokens", "model_error"
+    form: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.text)
+
+
+class Reader:
+    """Runs the tool loop for one question at a time; holds no per-question state between calls."""
+
+    def __init__(self, store: Store, searcher: Searcher, records: Records, llm: Any, *,
+                 config: ReaderConfig | None = None, form: str = "auto") -> None:
+        self.store = store
+        self.searcher = searcher
+        self.records = records
+        self.llm = llm
+        self.config = config or ReaderConfig()
+        self.form = form
+
+    def read(self, scope_ids: Sequence[int], question: str, *, asked_at: float | None = None,
+             exclude: frozenset[int] = frozenset()) -> ReaderResult:
+        started = time.perf_counter()
+        cfg = self.config
+        roster = [p for sid in scope_ids for p in self.store.roster(sid) if not p.is_bot]
+        tools = ReaderTools(self.store, self.searcher, self.records, scope_ids, roster=roster, exclude=exclude)
+        form = pick_form(self.llm, have_raw=True, have_chat=True, form=self.form)
+        opening = (f"Question: {question.strip()}\nAsked: {stamp(asked_at or time.time())}\n"
+                   f"People in this channel: {', '.join(p.display_name for p in roster) or '(none yet)'}")
+        turns: list[ChatMessage] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": opening}]
+        log_: list[ToolCall] = []
+        used_prompt = used_completion = 0
+        notes: list[str] = []
+        stopped = "rounds"
+        rnd = 0
+        while True:
+            rnd += 1
+            final = rnd > cfg.max_rounds
+            if not final and self._estimate(turns) + cfg.max_tokens_per_call * 2 > cfg.token_budget - (
+                    used_prompt + used_completion):
+                final, stopped = True, "tokens"
+            if final:
+                if self._estimate(turns) + cfg.max_tokens_per_call > cfg.token_budget - (used_prompt + used_completion):
+                    notes.append("token budget spent before an answer could be asked for")
+                    break
+                turns.append({"role": "user", "content": LAST_ROUND})
+            t = time.perf_counter()
+            try:
+                out = self._turn(turns, form, allow_tools=not final)
+            except ModelOutputError as err:
+                # Not a usable turn (not JSON, wrong shape, cut off): log it, tell the model, go on.
+                log_.append(ToolCall(rnd, "?", {}, False, "", error=str(err), seconds=time.perf_counter() - t))
+                log.warning("reader round %d: unusable model output: %s", rnd, err)
+                if final:
+                    break
+                turns += [{"role": "assistant", "content": err.raw[:400] or "(empty)"},
+                          {"role": "user", "content": f"That was not a valid tool call ({err.reason[:200]}). "
+                                                      "Reply with one JSON tool call."}]
+                continue
+            except ModelError as err:
+                log_.append(ToolCall(rnd, "?", {}, False, "", error=str(err), seconds=time.perf_counter() - t))
+                log.warning("reader round %d: model failed: %s", rnd, err)
+                notes.append(f"model failed: {err}")
+                stopped = "model_error"
+                break
+            completion, data = out
+            used_prompt += completion.prompt_tokens
+            used_completion += completion.completion_tokens
+            entry = ToolCall(rnd, str(data.get("tool", "?")) if isinstance(data, dict) else "?",
+                             {k: v for k, v in data.items() if k != "tool"} if isinstance(data, dict) else {},
+                             False, "", prompt_tokens=completion.prompt_tokens,
+                             completion_tokens=completion.completion_tokens)
+            log_.append(entry)
+            turns.append({"role": "assistant", "content": json.dumps(data, ensure_ascii=False)})
+            try:
+                call = parse_call(data)
+                if isinstance(call, FinalAnswer):
+                    entry.ok, entry.result = True, call.text
+                    entry.seconds = time.perf_counter() - t
+                    text, cited, dropped = self._cited(call, tools)
+                    if dropped:
+                        notes.append(f"dropped citations of messages no tool had shown: {dropped}")
+                    if not cited:
+                        notes.append("the answer cites no message a tool returned")
+                    log.info("reader answered after %d rounds (%d tool calls), %d+%d tokens", rnd,
+                             sum(1 for c in log_ if c.ok and c.tool != "answer"), used_prompt, used_completion)
+                    return ReaderResult(text, cited, log_, rnd, used_prompt, used_completion,
+                                        time.perf_counter() - started, "answered" if not final else stopped,
+                                        form, notes)
+                if final:
+                    raise ToolCallError("only the answer tool is allowed in the last round")
+                obs = tools.run(call)
+                entry.ok, entry.result, entry.message_ids = True, obs.text, [m.id for m in obs.messages]
+                turns.append({"role": "user", "content": f"Result of {call.tool}:\n{obs.text}"})
+            except ToolCallError as err:
+                entry.error = err.reason
+                turns.append({"role": "user", "content": f"Tool error: {err.reason}"})
+            entry.seconds = time.perf_counter() - t
+            log.info("reader round %d: %s %s -> %s", rnd, entry.tool, entry.args,
+                     "ok" if entry.ok else f"error: {entry.error}")
+            if final:
+                break
+        return ReaderResult("", [], log_, rnd, used_prompt, used_completion, time.perf_counter() - started,
+                            stopped, form, notes)
+
+    def _estimate(self, turns: list[ChatMessage]) -> int:
+        return sum(self.llm.count_tokens(t["content"]) + 4 for t in turns)
+
+    def _turn(self, turns: list[ChatMessage], form: str, *, allow_tools: bool) -> tuple[Completion, Any]:
+        schema = call_schema(allow_tools=allow_tools)
+        out = generate(self.llm, raw_prompt=render_raw(turns) if form == "completion" else None,
+                       messages=turns if form == "chat" else None, max_tokens=self.config.max_tokens_per_call,
+                       temperature=0.0, schema=schema, priority=INTERACTIVE, form=form)
+        data = parse_checked(out.text, None, finish_reason=out.finish_reason, name=getattr(self.llm, "name", "model"),
+                             max_tokens=self.config.max_tokens_per_call)
+        return out, data
+
+    def _cited(self, call: FinalAnswer, tools: ReaderTools) -> tuple[str, list[StoredMessage], list[int]]:
+        keep = [i for i in dict.fromkeys(call.cite) if i in tools.shown]
+        dropped = [i for i in call.cite if i not in tools.shown]
+        messages = {m.id: m for m in self.store.messages(keep)}
+        return " ".join(call.text.split()), [messages[i] for i in keep if i in messages], dropped
+
+
+def render_raw(turns: Sequence[ChatMessage]) -> str:
+    """The transcript as one raw prompt, for models used in completion form."""
+    parts = []
+    for t in turns:
+        if t["role"] == "system":
+            parts.append(t["content"])
+        elif t["role"] == "user":
+            parts.append(t["content"])
+        else:
+            parts.append("Call: " + t["content"])
+    return "\n\n".join(parts) + "\n\nCall: "
