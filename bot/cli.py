@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="apply pending schema migrations")
     sub.add_parser("scopes", help="list channels with memory")
     sub.add_parser("config-example", help="print the documented example configuration")
+    c = sub.add_parser("inspect", help="browse the store read-only in Datasette: what is remembered about whom, "
+                                        "from which message, update chains, writer rejections")
+    c.add_argument("--store", help="store file (default: --db or [store].path)")
+    c.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    c.add_argument("--port", type=int, default=8001)
+    c.add_argument("--token-env", metavar="VAR", help="require the operator token held in this environment variable")
 
     c = sub.add_parser("eval", help="evaluate on real conversation data")
     esub = c.add_subparsers(dest="eval_kind", required=True)
@@ -155,3 +161,11 @@ def main(argv: list[str] | None = None) -> int:
 def _config_example(args: argparse.Namespace, settings: Settings) -> int:
     sys.stdout.write(example_toml())
     return 0
+
+
+@command("inspect")
+def _inspect(args: argparse.Namespace, settings: Settings) -> int:
+    from .inspect import serve
+
+    return serve(Path(args.store or settings.store.path).expanduser(), host=args.host, port=args.port,
+                 token_env=args.token_env)
