@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="apply pending schema migrations")
     sub.add_parser("scopes", help="list channels with memory")
     sub.add_parser("config-example", help="print the documented example configuration")
+    sub.add_parser("doctor", help="what the configured model supports, with a live smoke test of each prompt form")
     c = sub.add_parser("inspect", help="browse the store read-only in Datasette: what is remembered about whom, "
                                         "from which message, update chains, writer rejections")
     c.add_argument("--store", help="store file (default: --db or [store].path)")
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.DEBUG if args.verbose else getattr(logging, settings.log_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    from . import commands, platform_cli  # noqa: F401  (register the subcommands)
+    from . import commands, doctor, platform_cli  # noqa: F401  (register the subcommands)
 
     try:
         return COMMANDS[args.command](args, settings)

@@ -200,7 +200,7 @@ class OpenAIChatLLM:
             if extra is None:
                 continue
             fields = dict(body)
-            if "response_format" in extra:
+            if form == "chat" and "response_format" in extra:  # /completions takes it only as an extra field
                 fields["response_format"] = extra.pop("response_format")
             try:
                 return self._call(lambda: create(**fields, extra_body=extra or None)), mode
@@ -255,7 +255,10 @@ class OpenAIChatLLM:
             started = time.perf_counter()
             response, mode = self._request(form, body, schema)
             total = time.perf_counter() - started
-        choices = getattr(response, "choices", None) or []
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list):
+            raise ModelError(f"{self.base_url} sent a response that is not an OpenAI-style answer: "
+                             f"{str(response)[:200]!r}")
         if not choices:
             raise ModelError(f"{self.base_url} returned no choices: {str(response)[:200]}")
         choice = choices[0]
