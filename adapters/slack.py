@@ -28,6 +28,7 @@ from memory.models import Message, ScopeKey
 from memory.store import Store
 
 from .backfill import Backfiller, BackfillResult, Page
+from .slack_retry import install_retry_handlers
 
 log = logging.getLogger(__name__)
 
@@ -55,25 +56,6 @@ def parse_link(text: str) -> tuple[str, str] | None:
 
 def message_link(base_url: str, channel: str, ts: str) -> str:
     return f"{base_url.rstrip('/')}/archives/{channel}/p{ts.replace('.', '')}"
-
-
-def call_with_retry(fn: Callable[..., Any], *, sleep: Callable[[float], None] = time.sleep, retries: int = 5,
-                    **kwargs: Any) -> Any:
-    """One Web API call that waits out HTTP 429 for as long as Slack's Retry-After says."""
-    for attempt in range(retries + 1):
-        try:
-            return fn(**kwargs)
-        except SlackApiError as exc:
-            resp = exc.response
-            if getattr(resp, "status_code", None) != 429 or attempt == retries:
-                raise
-            headers = {str(k).lower(): v for k, v in (resp.headers or {}).items()}
-            value = headers.get("retry-after", "1")
-            wait = float(value[0] if isinstance(value, list) else value)
-            log.warning("slack rate limit on %s: waiting %.0f s as Retry-After asks", getattr(fn, "__name__", fn),
-                        wait)
-            sleep(wait)
-    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -197,11 +179,10 @@ class SlackHistory:
         return await asyncio.to_thread(self._fetch, after, limit)
 
     def _fetch(self, after: str | None, limit: int) -> Page:
-        client, sleep = self.adapter.client, self.adapter.sleep
+        client = self.adapter.client
         # With `oldest` and no `latest`, Slack returns the messages closest to `oldest`: a forward page.
         self.adapter.pace()
-        resp = call_with_retry(client.conversations_history, sleep=sleep, channel=self.channel,
-                               oldest=after or "1", inclusive=False, limit=limit)
+        resp = client.conversations_history(channel=self.channel, oldest=after or "1", inclusive=False, limit=limit)
         raw = sorted(resp.get("messages") or [], key=lambda m: float(m["ts"]))
         items = list(raw)
         for parent in raw:
@@ -222,9 +203,8 @@ class SlackHistory:
         cursor = None
         while True:
             self.adapter.pace()
-            resp = call_with_retry(self.adapter.client.conversations_replies, sleep=self.adapter.sleep,
-                                   channel=self.channel, ts=thread_ts, limit=200, **({"cursor": cursor} if cursor
-                                                                                      else {}))
+            resp = self.adapter.client.conversations_replies(channel=self.channel, ts=thread_ts, limit=200,
+                                                             **({"cursor": cursor} if cursor else {}))
             out += [m for m in resp.get("messages") or [] if m.get("ts") != thread_ts]
             cursor = (resp.get("response_metadata") or {}).get("next_cursor")
             if not cursor:
@@ -244,6 +224,7 @@ class SlackAdapter:
         self.ignore_other_bots = ignore_other_bots
         self.backfill_on_join = backfill_on_join
         self.sleep = sleep
+        install_retry_handlers(client, sleep)  # 429 (as long as Retry-After says), 5xx, dropped connections
         self.history_interval_s = history_interval_s
         self.directory = SlackDirectory(client)
         self.deduper = EventDeduper(actions.store)
@@ -417,9 +398,8 @@ class SlackAdapter:
         out: list[tuple[str, str, bool]] = []
         cursor = None
         while True:
-            resp = call_with_retry(self.client.conversations_list, sleep=self.sleep, exclude_archived=True,
-                                   types="public_channel,private_channel,im", limit=200,
-                                   **({"cursor": cursor} if cursor else {}))
+            resp = self.client.conversations_list(exclude_archived=True, types="public_channel,private_channel,im",
+                                                  limit=200, **({"cursor": cursor} if cursor else {}))
             for ch in resp.get("channels") or []:
                 if ch.get("is_member") or ch.get("is_im"):
                     out.append((ch["id"], ch.get("name") or "", bool(ch.get("is_im"))))

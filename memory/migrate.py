@@ -47,14 +47,23 @@ def applied(conn: Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
 
 
+def newer_and_pending(done: set[str]) -> tuple[list[str], list[Migration]]:
+    """Applied migrations this Chorus does not know (a newer one wrote the file), and known ones not applied."""
+    known = available()
+    return sorted(done - {m.key for m in known}), [m for m in known if m.key not in done]
+
+
+def newer_store_error(unknown: list[str]) -> StoreError:
+    return StoreError(f"the store was migrated by a newer Chorus ({unknown}); upgrade Chorus to open it")
+
+
 def migrate(conn: Connection) -> list[str]:
     """Apply every pending migration; return the names applied now."""
     done = set(applied(conn))
     known = available()
-    unknown = done - {m.key for m in known}
+    unknown, _ = newer_and_pending(done)
     if unknown:
-        raise StoreError(
-            f"the store was migrated by a newer Chorus ({sorted(unknown)}); upgrade Chorus to open it")
+        raise newer_store_error(unknown)
     ran: list[str] = []
     for mig in known:
         if mig.key in done:

@@ -317,7 +317,7 @@ def test_slack_backfill_survives_server_errors_and_rate_limits(slack):
     failures = {"n": 0}
 
     def flaky(path, ctype, raw):
-        if path.endswith("conversations.history") and failures["n"] < 1:
+        if path.endswith("conversations.history") and failures["n"] < 3:  # outlasts the client's 2 retries
             failures["n"] += 1
             return 500, {"Content-Type": "application/json"}, b'{"ok": false, "error": "internal_error"}'
         return original(path, ctype, raw)
@@ -325,6 +325,7 @@ def test_slack_backfill_survives_server_errors_and_rate_limits(slack):
     h.api.route = flaky
     first = h.adapter.backfill("T0TEST", [(GENERAL, "general", False)])
     assert first.errors and "internal_error" in first.errors[0] and "#general" in first.errors[0]
+    assert failures["n"] == 3 and len(h.sleeps) == 2  # slack_sdk retried the 500 twice, backing off, then gave up
     h.api.rate_limit_once.add("conversations.history")
     second = h.adapter.backfill("T0TEST", [(GENERAL, "general", False)])
     assert not second.errors and 7.0 in h.sleeps  # waited as long as Retry-After asked
