@@ -15,9 +15,13 @@ from typing import Any, Sequence
 from memory.errors import ChorusError
 
 _RECALL = re.compile(r"^recall@(\d+)$")
-# Reply metrics shown for answer reports, in this order, when a report has them (values 0..1).
-ANSWER_METRICS = (("set_f1", "token-F1 (set)"), ("locomo_f1", "LoCoMo F1"),
-                  ("abstain_correct", "abstention acc."), ("judge", "judge acc."))
+# Reply metrics of answer reports shown first, in this order; any other 0..1 metric a report has follows.
+ANSWER_METRICS = {"right": "right", "answer_recall": "answer recall", "cite_hit@1": "cite-hit@1",
+                  "cite_hit@3": "cite-hit@3", "search_recall@3": "search recall@3",
+                  "declined_unanswerable": "declined (unanswerable)", "false_decline": "false declines",
+                  "generated_shown": "model sentence shown", "set_f1": "token-F1 (set)", "locomo_f1": "LoCoMo F1",
+                  "abstain_correct": "abstention acc.", "judge": "judge acc."}
+_NOT_RATES = ("n", "unchecked", "prompt_tokens")
 
 
 class PlotUnavailable(ChorusError):
@@ -96,23 +100,35 @@ def _policies(results: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]
     return {"answer": results}
 
 
+def answer_metrics(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, label) of the 0..1 rates in an answer report's overall rows: known ones first, then the rest."""
+    present: dict[str, Any] = {}
+    for rows in _policies(report["results"]).values():
+        present.update(rows.get("overall") or next(iter(rows.values()), {}))
+    rates = [k for k, v in present.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+             and 0 <= v <= 1 and k not in _NOT_RATES and "latency" not in k]
+    return ([(k, label) for k, label in ANSWER_METRICS.items() if k in rates]
+            + [(k, k.replace("_", " ")) for k in rates if k not in ANSWER_METRICS])
+
+
 def answer_plot(path: str | Path, report: dict[str, Any]) -> Path:
-    """Reply metrics (token-F1, LoCoMo F1, abstention, judge) per policy, overall and per category."""
+    """Reply metrics (the report's 0..1 rates) per policy, overall and, for the first, per category."""
     policies = _policies(report["results"])
     if not policies:
         raise ChorusError("the answer report has no results to plot")
     any_rows = next(iter(policies.values()))
     overall = "overall" if "overall" in any_rows else next(iter(any_rows))
-    metrics = [(key, label) for key, label in ANSWER_METRICS
-               if any(key in rows.get(overall, {}) for rows in policies.values())]
-    categories = [c for c in any_rows if c != "overall"]
+    metrics = answer_metrics(report)
+    if not metrics:
+        raise ChorusError("the answer report has no 0..1 metrics to plot")
+    categories = list(dict.fromkeys(c for rows in policies.values() for c in rows if c != "overall"))
     plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1, 2]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5.2), gridspec_kw={"width_ratios": [1.3, 2]})
     _grouped_bars(left, [label for _, label in metrics],
                   {p: [100 * rows.get(overall, {}).get(key, 0.0) for key, _ in metrics] for p, rows in policies.items()},
                   ylabel="percent")
     left.set_title(f"{overall}: reply metrics per policy")
-    headline = metrics[0] if metrics else ("set_f1", "token-F1 (set)")
+    headline = metrics[0]
     _grouped_bars(right, categories or [overall],
                   {p: [100 * rows.get(c, {}).get(headline[0], 0.0) for c in (categories or [overall])]
                    for p, rows in policies.items()}, ylabel=f"{headline[1]} (%)")
