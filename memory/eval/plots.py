@@ -59,7 +59,8 @@ def _grouped_bars(ax: Any, groups: Sequence[str], series: dict[str, Sequence[flo
                   if len(groups) > 6 else "center")
     ax.set_ylabel(ylabel)
     ax.grid(axis="y", alpha=0.3)
-    ax.margins(y=0.15)
+    top = max((v for values in series.values() for v in values), default=0.0)
+    ax.set_ylim(0, max(5.0, top * 1.18))
     ax.legend(fontsize="small", ncol=min(4, n))
 
 
@@ -128,7 +129,9 @@ def answer_plot(path: str | Path, report: dict[str, Any]) -> Path:
                   {p: [100 * rows.get(overall, {}).get(key, 0.0) for key, _ in metrics] for p, rows in policies.items()},
                   ylabel="percent")
     left.set_title(f"{overall}: reply metrics per policy")
-    headline = metrics[0]
+    # Per category: the first rate that is not zero everywhere (an all-zero panel says nothing).
+    headline = next((m for m in metrics if any(rows.get(overall, {}).get(m[0]) for rows in policies.values())),
+                    metrics[0])
     _grouped_bars(right, categories or [overall],
                   {p: [100 * rows.get(c, {}).get(headline[0], 0.0) for c in (categories or [overall])]
                    for p, rows in policies.items()}, ylabel=f"{headline[1]} (%)")
