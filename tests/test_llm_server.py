@@ -305,7 +305,8 @@ def run_window(store, llm, *, extractive: bool) -> tuple:
 def answer_once(store, llm, sid: int):
     from memory.query.answer import Answerer
 
-    return Answerer(store, Searcher(store), Records(store), llm).answer([sid], "Which instrument does Ben play?")
+    return Answerer(store, Searcher(store), Records(store), llm, policy="model").answer(
+        [sid], "Which instrument does Ben play?")
 
 
 @pytest.mark.model
@@ -322,8 +323,9 @@ def test_smollm2_server_writer_and_answer_in_both_forms(smollm2_server, store, f
         raw = conn.execute("SELECT raw_output FROM writer_runs").fetchone()[0]
     assert isinstance(json.loads(raw)["actions"], list)
     ans = answer_once(store, llm, sid)
-    assert ans.text and ans.model_used
-    assert set(ans.cited) <= {c.n for c in ans.pack.cites}
+    assert ans.text and ans.model_used and ans.cited_messages
+    assert all(m.scope_id == sid for m in ans.cited_messages)
+    assert not ans.generated or ans.support.ok  # a model sentence is shown only when its check passed
 
 
 @pytest.mark.model

@@ -54,11 +54,15 @@ def insight_messages(persona: Any, facts: Sequence[Any], names: dict[str, str]) 
 
 
 def answer_messages(persona: Any, question: str, evidence: str) -> list[ChatMessage]:
-    """The answerer's prompt as chat turns (same content as ``query.answer.answer_prompt``)."""
+    """The answerer's prompt as chat turns (same task as ``query.answer.answer_prompt``).
+
+    One short sentence over the numbered messages, built only from their words and
+    facts, citing them as [n]; the caller's support check decides whether it is shown.
+    """
     system = (f"You are {persona.name}, {persona.description}; your manner is {persona.voice}. "
-              "You answer questions about this group chat from the numbered evidence you are given and from "
-              "nothing else. Mark every piece of evidence you rely on with its number in brackets, e.g. [2]. "
-              "Keep what each person thinks apart, and do not present a group decision as someone's personal "
-              "view. When the evidence does not answer the question, say so plainly instead of guessing. "
-              "Answer in one or two short sentences.")
+              "You are given numbered messages from a group chat and a question about it. Reply with a single "
+              "short sentence that uses only facts and wording found in those messages, and put the number of "
+              "every message you draw on in brackets, e.g. [2]. Keep each person's view apart from the others' "
+              "and from what the group decided. If the messages do not answer the question, reply exactly: "
+              "I don't know.")
     return messages_of(system, f"{evidence}\n\nQuestion: {question.strip()}")
