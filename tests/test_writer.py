@@ -40,6 +40,7 @@ def chat(store):
 def make_writer(store, responses, **cfg):
     records = Records(store)
     attach(store, records)
+    cfg.setdefault("cues", False)  # these tests exercise the model path; cue proposals have their own tests
     return Writer(store, ScriptedLLM(responses), config=WriterConfig(**cfg), records=records,
                   clock=lambda: 2_000_000_000.0)
 

@@ -28,6 +28,7 @@ from ..writer.insights import Persona
 from ..writer.writer import Writer, WriterConfig
 from .report import markdown_table
 from .retrieval import safe_name
+from .writer_reference import ReferenceReport, reference_files, score_stores
 
 
 def reason_kind(reason: str) -> str:
@@ -81,9 +82,10 @@ class WriterReport:
     reverified: int = 0
     reverify_failures: int = 0
     people: list[dict] = field(default_factory=list)
+    reference: ReferenceReport | None = None
 
     def to_json(self) -> dict:
-        return {
+        return {"reference": self.reference.to_json() if self.reference else None,
             "dataset": self.dataset, "model": self.model, "conversations": self.conversations,
             "messages": self.messages, "windows": self.windows,
             "parse_rate": round(self.parsed / self.windows, 4) if self.windows else None,
@@ -119,16 +121,20 @@ class WriterReport:
                                 [[p["conversation"], p["person"], p["messages"], p["records"]] for p in least])
         return (f"### Writer on {self.dataset} with {self.model}\n\n{summary}\n\n{layers}\n\n"
                 f"Least active speakers:\n\n{people}\n\nGroup-owned records (GROUP): {group}\n\n"
-                f"Speakers with no record: {sum(p['records'] == 0 for p in speakers)} of {len(speakers)}\n\n{reasons}")
+                f"Speakers with no record: {sum(p['records'] == 0 for p in speakers)} of {len(speakers)}\n\n{reasons}"
+                + (f"\n\n{self.reference.to_markdown()}" if self.reference else ""))
 
 
 def evaluate_writer(dataset: str, *, data: str | Path | None, embedder: Embedder | None, llm: LLM,
                     config: WriterConfig | None = None, persona: Persona | None = None,
                     limit_conversations: int | None = None, store_dir: str | Path | None = None,
-                    progress: bool = True) -> WriterReport:
+                    progress: bool = True, reference: str | Path | None = None) -> WriterReport:
     conversations = load_dataset(dataset, data)[:limit_conversations]
     config = config or WriterConfig()
     report = WriterReport(dataset, getattr(llm, "name", "model"))
+    refs = reference_files(reference) if reference else {}
+    if reference:
+        report.reference = ReferenceReport(str(reference))
     started = time.perf_counter()
     total = sum(len(c.messages) for c in conversations)
     bar = tqdm(total=total, desc=f"eval writer {dataset}", unit="msg", disable=not progress)
@@ -183,6 +189,9 @@ def evaluate_writer(dataset: str, *, data: str | Path | None, embedder: Embedder
                 report.reverify_failures += len(failing)
             finally:
                 store.close()
+            ref_file = refs.get(conv.id) or (next(iter(refs.values())) if len(refs) == 1 else None)
+            if report.reference is not None and ref_file is not None:
+                report.reference.networks += score_stores({conv.id: path}, ref_file, conv.id).networks
     bar.close()
     report.seconds = time.perf_counter() - started
     return report

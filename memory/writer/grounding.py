@@ -1,7 +1,7 @@
 """Lexical grounding: does a proposed record say only what a chat message said?
 
 A record is grounded in a message when enough of its content words appear in that
-message (after light stemming). Messages that try to instruct the memory writer
+message (after Porter stemming). Messages that try to instruct the memory writer
 (fake system lines, fake JSON actions, "ignore previous instructions") can never be
 the ground for a record.
 """
@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
+
+from nltk.stem.porter import PorterStemmer
 
 from ..ftsquery import STOPWORDS, terms
 
@@ -36,11 +39,13 @@ def steering_reason(text: str) -> str | None:
     return None
 
 
+_PORTER = PorterStemmer(mode=PorterStemmer.ORIGINAL_ALGORITHM)  # the algorithm FTS5's porter tokenizer uses
+
+
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    for suffix in ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+    """Porter stem, so "booked" grounds in "booking" (cached: grounding stems every window word)."""
+    return _PORTER.stem(word)
 
 
 def content_terms(text: str) -> set[str]:
@@ -77,3 +82,11 @@ def near_duplicate(a: str, b: str, threshold: float = 0.85) -> bool:
         return " ".join(a.casefold().split()) == " ".join(b.casefold().split())
     inter = len(ta & tb)
     return inter / len(ta) >= threshold and inter / len(tb) >= threshold
+
+
+def contained(a: str, b: str, threshold: float = 0.85) -> bool:
+    """One statement says (almost) nothing the other does not: the shorter's words sit in the longer."""
+    ta, tb = content_terms(a), content_terms(b)
+    if not ta or not tb:
+        return False
+    return len(ta & tb) / min(len(ta), len(tb)) >= threshold

@@ -6,6 +6,7 @@ provenance, so they can always be traced back to chat messages.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -14,6 +15,19 @@ from .grounding import content_terms, near_duplicate
 from .verify import Rejection
 
 MAX_INSIGHTS = 3
+MIN_SHARED_TERMS = 2  # an insight restates at least two content words of the facts it cites
+# An insight speaks about the chat, not as the persona about itself ("I'm sorry, I'm not a good listener").
+_SELF_TALK = re.compile(r"\b(I|I'm|I am|I'd|I'll|I've|me|my|myself|sorry|apolog\w*|as an ai)\b", re.I)
+
+
+def not_about_chat(content: str) -> str | None:
+    """Why an insight does not read as a statement about the chat, or None."""
+    m = _SELF_TALK.search(content)
+    if m:
+        return f"reads as the bot talking about itself ({m.group(0)!r}), not a statement about the chat"
+    if content.rstrip().endswith("?"):
+        return "is a question, not a statement about the chat"
+    return None
 
 
 @dataclass
@@ -73,8 +87,14 @@ def verify_insights(data: Any, facts: Sequence[NewRecord], existing: Sequence[st
             continue
         content = " ".join(item["content"].split())
         cited = [facts[i] for i in idx]
-        if not content_terms(content) & set().union(*(content_terms(f.content) for f in cited)):
-            rejected.append(Rejection(item, "shares no words with the facts it cites, so it does not rest on them"))
+        shared = content_terms(content) & set().union(*(content_terms(f.content) for f in cited))
+        if len(shared) < MIN_SHARED_TERMS:
+            rejected.append(Rejection(item, f"shares {len(shared)} content word(s) with the facts it cites (needs "
+                                            f"{MIN_SHARED_TERMS}), so it does not rest on them"))
+            continue
+        off = not_about_chat(content)
+        if off:
+            rejected.append(Rejection(item, off))
             continue
         if any(near_duplicate(content, e) for e in existing) or any(near_duplicate(content, a.content)
                                                                     for a, _ in accepted):

@@ -14,7 +14,9 @@ from typing import Any, Sequence
 from ..models import StoredMessage
 from ..records import GROUP, GROUP_LAYERS, PERSON_LAYERS, WRITER_LAYERS, WRITER_UTYPES, NewRecord, Record, parse_entry_id
 from ..store import Person
-from .grounding import ground, near_duplicate, steering_reason
+from .attribution import check_filing
+from .cues import People
+from .grounding import contained, ground, near_duplicate, steering_reason
 
 MAX_CONTENT_CHARS = 400
 
@@ -45,6 +47,8 @@ class RosterIndex:
     def __init__(self, roster: Sequence[Person]) -> None:
         self.by_name: dict[str, str] = {}
         self.display: dict[str, str] = {}
+        self.bots = {p.person_id for p in roster if p.is_bot}
+        self.people = People(roster)
         for p in roster:
             self.display[p.person_id] = p.display_name
             for name in (p.person_id, *p.names()):
@@ -101,7 +105,7 @@ def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: Roste
     limit = max_actions(len(window))
     texts = [m.text for m in window]
     steering = [steering_reason(t) for t in texts]
-    accepted_texts: list[tuple[str, str, str]] = []  # (owner, layer, content) accepted so far
+    accepted_texts: list[tuple[str, str, str, list[int]]] = []  # (owner, layer, content, messages) so far
     updated: set[int] = set()
     for n, action in enumerate(actions):
         if n >= limit:
@@ -112,15 +116,18 @@ def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: Roste
             verdict.noops += 1
             continue
         if rec is not None:
-            dup = next((a for a in accepted_texts if a[0] == rec.owner and near_duplicate(a[2], rec.content)), None)
+            # Same statement under any owner: one message is not filed twice under two people.
+            dup = next((a for a in accepted_texts if near_duplicate(a[2], rec.content)
+                        or (a[3] == rec.message_ids and contained(a[2], rec.content))), None)
             if dup is not None:
-                reason, rec = "repeats an earlier action in the same output", None
+                where = "" if dup[0] == rec.owner else f" (already filed under {roster.display.get(dup[0], dup[0])})"
+                reason, rec = f"repeats an earlier action in the same output{where}", None
             elif rec.updates is not None and rec.updates in updated:
                 reason, rec = f"E{rec.updates} was already updated earlier in this output", None
         if rec is None:
             verdict.rejected.append(Rejection(action, reason or "rejected"))
             continue
-        accepted_texts.append((rec.owner, rec.layer, rec.content))
+        accepted_texts.append((rec.owner, rec.layer, rec.content, rec.message_ids))
         if rec.updates is not None:
             updated.add(rec.updates)
         verdict.accepted.append(rec)
@@ -186,6 +193,8 @@ def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steer
     msg = window[g.message_index]
     if steering[g.message_index]:
         return f"rests on message {msg.msg_id}, and {steering[g.message_index]}", None
+    if msg.to_bot or msg.author_id in roster.bots:
+        return f"rests on message {msg.msg_id}, which is bot traffic (addressed to the bot or written by it)", None
     if target is None and source != msg.author_id:
         # Attribution must match who actually wrote the supporting message.
         shown = roster.display.get(msg.author_id, msg.author_id)
@@ -195,11 +204,21 @@ def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steer
         shown = roster.display.get(msg.author_id, msg.author_id)
         return (f"UPDATE of E{target.id} would put words of {shown} under {roster.display.get(source, source)}'s "
                 "name; add a record sourced to its author instead"), None
+    corrections: list[str] = []
+    if target is None:
+        filing = check_filing(owner, layer, msg, window, roster.people, roster.display)
+        if filing.reason:
+            return filing.reason, None
+        owner, layer, corrections = filing.owner, filing.layer, filing.corrections
     for h in heads.values():
-        if h.owner == owner and h.id != (target.id if target else None) and near_duplicate(h.content, content):
+        if h.id != (target.id if target else None) and near_duplicate(h.content, content):
             return f"duplicates the current record E{h.id}", None
     verification = {"grounding": round(g.score, 3), "message": msg.msg_id, "matched_words": g.matched,
                     "content_words": g.total, "op": op}
+    if corrections:
+        verification["corrected"] = corrections
+    if isinstance(action.get("proposer"), str):
+        verification["proposer"] = action["proposer"]
     if op == "UPDATE" and target is None:
         verification["note"] = "UPDATE target unknown; added as a new record"
     return None, NewRecord(scope_id=scope_id, layer=layer, utype=utype, owner=owner, source=source, content=content,

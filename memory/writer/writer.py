@@ -18,8 +18,10 @@ from ..llm.base import BACKGROUND, LLM, Completion
 from ..models import StoredMessage
 from ..records import GROUP, INSIGHT_LAYER, NewRecord, Record, Records
 from ..store import MESSAGE_COLUMNS, Store, row_to_message
+from .cues import propose as propose_cues
 from .insights import Persona, insight_prompt, insight_schema, verify_insights
 from .prompt import action_schema, build_prompt, extract_text
+from .grounding import near_duplicate
 from .verify import Rejection, RosterIndex, max_actions, parse_actions, salvage_actions, verify
 
 # Most actions the grammar lets one window produce; small models otherwise repeat themselves
@@ -38,6 +40,7 @@ class WriterConfig:
     heads_token_budget: int = 800
     idle_gap_s: float = 1800.0
     extractive: bool = False  # records quote their message (for tiny models); see prompt.action_schema
+    cues: bool = True  # deterministic cue proposals (decisions, norms, plans, ...) beside the model's; see cues.py
 
 
 @dataclass
@@ -107,7 +110,7 @@ class Writer:
         with self.store.read() as conn:
             rows = conn.execute(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN scopes s ON s.id = m.scope_id "
-                "WHERE m.scope_id = ? AND m.id > ? AND m.deleted = 0 ORDER BY m.id LIMIT ?",
+                "WHERE m.scope_id = ? AND m.id > ? AND m.deleted = 0 AND m.bot_traffic = 0 ORDER BY m.id LIMIT ?",
                 (scope_id, mark, self.config.window_messages + 1)).fetchall()
         if not rows:
             return None
@@ -161,13 +164,17 @@ class Writer:
         roster = RosterIndex(roster_people)
         names = {p.person_id: p.display_name for p in roster_people}
         people = [p.display_name for p in roster_people if not p.is_bot]
+        # Bot traffic (questions to the bot, its own replies) is never writer input; the watermark still passes it.
+        inputs = [m for m in window.messages if not m.to_bot and m.author_id not in roster.bots]
+        if not inputs:
+            return self._commit(window, started, t0, "", True, None, [], [], [], None)
         all_heads = self.records.heads([window.scope_id])
-        shown = self._heads_for(window, all_heads)
-        prompt = build_prompt(people, shown, names, window.messages, extractive=self.config.extractive)
-        limit = max_actions(len(window.messages))
+        shown = self._heads_for(Window(window.scope_id, inputs), all_heads)
+        prompt = build_prompt(people, shown, names, inputs, extractive=self.config.extractive)
+        limit = max_actions(len(inputs))
         schema = action_schema(people, [f"E{h.id}" for h in shown], min(limit, GRAMMAR_MAX_ITEMS),
-                               n_messages=len(window.messages),
-                               extractive=[(names.get(m.author_id, m.author_name), m.text) for m in window.messages]
+                               n_messages=len(inputs),
+                               extractive=[(names.get(m.author_id, m.author_name), m.text) for m in inputs]
                                if self.config.extractive else None)
         completion: Completion | None = None
         raw = ""
@@ -192,11 +199,28 @@ class Writer:
         except ValueError as exc:
             return self._fail(window, started, t0, f"model output rejected: {exc}", raw, completion)
 
+        cue_actions = propose_cues(inputs, roster.people, names) if self.config.cues else []
+        fill_quotes(cue_actions, inputs, names)
         if self.config.extractive:
-            fill_quotes(actions, window.messages, names)
-        verdict = verify(actions, window=window.messages, roster=roster,
-                         heads={h.id: h for h in all_heads}, threshold=self.config.grounding_threshold,
-                         scope_id=window.scope_id)
+            fill_quotes(actions, inputs, names)
+        heads = {h.id: h for h in all_heads}
+        check = dict(window=inputs, roster=roster, heads=heads, threshold=self.config.grounding_threshold,
+                     scope_id=window.scope_id)
+        if self.config.extractive:
+            # Cues first: a quote can be filed once, and the cue's filing of a decision or rule is the checked one.
+            verdict = verify(cue_actions + list(actions), **check)
+        else:
+            # A capable model words its own records; cues only fill messages it left without one.
+            verdict = verify(list(actions), **check)
+            covered = {i for r in verdict.accepted for i in r.message_ids}
+            extra = verify([a for a in cue_actions if inputs[a["msg"] - 1].id not in covered], **check)
+            for rec in extra.accepted:
+                if any(near_duplicate(rec.content, r.content) for r in verdict.accepted):
+                    extra.rejected.append(Rejection({"proposer": rec.verification.get("proposer")},
+                                                    "repeats a record the model wrote"))
+                else:
+                    verdict.accepted.append(rec)
+            verdict.rejected += extra.rejected
         rejected: list[Rejection] = notes + list(verdict.rejected)
         insights: list[tuple[NewRecord, list[int]]] = []
         insight_completion: Completion | None = None
@@ -213,11 +237,18 @@ class Writer:
             except (ModelError, ValueError) as exc:
                 # Insights are optional: the facts still commit; the reason is kept in the audit log.
                 rejected.append(Rejection({"pass": "insights"}, f"insight pass failed: {exc}"))
+        return self._commit(window, started, t0, raw, not notes, completion, facts, insights, rejected,
+                            insight_completion)
+
+    def _commit(self, window: Window, started: float, t0: float, raw: str, parsed: bool,
+                completion: Completion | None, facts: list[NewRecord], insights: list[tuple[NewRecord, list[int]]],
+                rejected: list[Rejection], insight_completion: Completion | None) -> WindowResult:
+        """Records, the audit row and the watermark in one transaction."""
         texts = [r.content for r in facts] + [r.content for r, _ in insights]
         vectors = self.store.embedder.embed(texts) if (self.store.embedder and texts) else None
         model = getattr(self.llm, "name", "model")
         with self.store.write() as conn:
-            run_id = self._log_run(conn, window, started, t0, "committed", raw, not notes, completion,
+            run_id = self._log_run(conn, window, started, t0, "committed", raw, parsed, completion,
                                    accepted=[_describe(r) for r in facts] + [_describe(r) for r, _ in insights],
                                    rejected=[r.to_json() for r in rejected], extra=insight_completion)
             ids: list[int] = []
@@ -230,7 +261,7 @@ class Writer:
                                                vector=None if vectors is None else vectors[len(facts) + m]))
             self._advance(conn, window, failures=0, error=None)
         return WindowResult(window.scope_id, run_id, "committed", accepted=len(ids), rejected=len(rejected),
-                            parsed=not notes, completion=completion, record_ids=ids,
+                            parsed=parsed, completion=completion, record_ids=ids,
                             n_messages=len(window.messages))
 
     def _fail(self, window: Window, started: float, t0: float, error: str, raw: str,

@@ -1,0 +1,160 @@
+"""Deterministic cues: what a message does for the group, and who it is about.
+
+Two uses. The gate asks whether a message speaks for the group (a decision, plan,
+agreement or rule, or the head of a reply thread several members joined) before a
+GROUP record may rest on it. And the cue proposer turns clear cases (decisions,
+norms, dated plans, changes of plan, responsibilities, stances) into proposals in
+the writer's own action format, because a tiny model misses exactly these; the
+proposals then pass the same verification as the model's.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..models import StoredMessage
+from ..records import GROUP
+from ..store import Person
+
+_I = r"(?:I|I'll|I will|I'm|I am|I've|I can|I'd|my|me)"
+DECISION = re.compile(
+    r"\b(decision|decided|agreed|agree(?:d)? on|it'?s settled|settled on|final (?:answer|plan|call)|done deal"
+    r"|we'?re going with|locked in|that'?s the plan|it'?s a plan|(?:is|are|all) (?:confirmed|booked)|confirmed for"
+    r"|booked for)\b|\b\w+ it is\b[.!]?", re.I)
+NORM = re.compile(
+    r"\b(rules? ?(?:for|of|is|are|:)|(?:house|ground|new|one|golden|the|our) rules?|from now on|(?:anyone|whoever|whoever's|the first one) (?:who )?\w* ?"
+    r"(?:buys|pays|owes|has to|must|gets|loses|brings)|no one (?:is allowed|gets)|nobody (?:is allowed|gets|talks"
+    r"|brings)|everyone (?:has to|must|needs to)|we always|we never|tradition"
+    r"|no (?:talking|phones|work talk|shop talk|plus[- ]ones|cancelling|cancellations|excuses))\b", re.I)
+DATE = re.compile(
+    r"\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(today|tonight|tomorrow|weekend|next week|next month"
+    r"|this week|this evening|morning|afternoon|evening)\b|\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b|\b\d{1,2}:\d\d\b"
+    r"|\b\d{1,2}(?:st|nd|rd|th)\b|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\s+\d{1,2}\b", re.I)
+PLAN = re.compile(r"\b(let'?s|plan(?:s|ned|ning)?|going to|gonna|will|'ll|meet(?:ing)?|booked|book|schedul\w*|see you)\b",
+                  re.I)
+CHANGE = re.compile(r"\b(change of plans?|moved to|moving to|postponed?|reschedul\w*|cancel+(?:ed|ing)?|called off"
+                    r"|pushed (?:back|to)|no longer|not anymore|instead|switched to|changed my mind)\b", re.I)
+RESPONSIBLE_SELF = re.compile(
+    r"\bI(?:'ll| will| can| am going to|'m going to|'m| am) (?:book|bring|pick|buy|get|handle|sort|organi[sz]e"
+    r"|drive|call|cook|pay|host|make|take care|grab|collect|send|order|set up|reserve|arrange|cover)\w*\b", re.I)
+HAS_THE = r"(?:has|have|got|is bringing|is booking|will bring|will book|'ll bring|'ll book|is (?:in charge|on)|is handling)"
+STANCE = re.compile(
+    r"\b(?:I|I'd|I'm|I am|I really|I still|I do(?:n't)?)\s+(?:prefer|vote|think|love|hate|like|don't like|can't stand"
+    r"|can't do|can't eat|would rather|'d rather|rather|want|need|am against|am for|am not|believe|feel)\b"
+    r"|\b(?:works|fine|okay|ok|good) (?:for|with) me\b|\bI'?m (?:in|out|not)\b|\bcount me (?:in|out)\b", re.I)
+AGREE = re.compile(r"\b(works for me|sounds good|I'?m in|count me in|deal|agreed|same here|fine by me|(?:okay|ok|fine) "
+                   r"with me|see you there)\b", re.I)
+LETS = re.compile(r"\blet'?s\b|\bshall we\b|\bsee (?:you|everyone) (?:all|there)\b", re.I)
+WE = re.compile(r"\b(we|we're|we'll|let's|us|everyone|all of us|the group|the team|together)\b", re.I)
+
+
+@dataclass
+class Cue:
+    kind: str          # decision | norm | plan | change | responsibility | stance
+    owner: str         # person id or GROUP
+    layer: str
+    utype: str
+
+
+def _name_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w@])@?" + re.escape(name) + r"(?![\w])", re.I)
+
+
+class People:
+    """Finds the roster people a message names, aliases, @mentions or replies to."""
+
+    def __init__(self, roster: Sequence[Person]) -> None:
+        self.patterns: list[tuple[str, re.Pattern[str]]] = []
+        for p in roster:
+            if p.is_bot:
+                continue
+            for name in {p.display_name, *p.aliases}:
+                if len(name.strip()) >= 2:
+                    self.patterns.append((p.person_id, _name_pattern(name.strip())))
+
+    def named(self, text: str) -> list[str]:
+        """Person ids named in ``text``, in order of first appearance."""
+        hits: list[tuple[int, str]] = []
+        for pid, pat in self.patterns:
+            m = pat.search(text)
+            if m:
+                hits.append((m.start(), pid))
+        out: list[str] = []
+        for _, pid in sorted(hits):
+            if pid not in out:
+                out.append(pid)
+        return out
+
+    def referenced(self, msg: StoredMessage, window: Sequence[StoredMessage]) -> list[str]:
+        """Named in the text, or the author of the message this one replies to (the author excluded)."""
+        out = [p for p in self.named(msg.text) if p != msg.author_id]
+        if msg.reply_to:
+            parent = next((m for m in window if m.msg_id == msg.reply_to), None)
+            if parent is not None and parent.author_id != msg.author_id and parent.author_id not in out:
+                out.append(parent.author_id)
+        return out
+
+
+def thread_members(msg: StoredMessage, window: Sequence[StoredMessage]) -> int:
+    """Distinct authors other than ``msg``'s who replied to it in the window."""
+    return len({m.author_id for m in window if m.reply_to == msg.msg_id and m.author_id != msg.author_id})
+
+
+def speaks_for_group(msg: StoredMessage, window: Sequence[StoredMessage]) -> str | None:
+    """Why a message speaks for the group (decision, plan, agreement, rule, thread), or None."""
+    text = msg.text
+    if NORM.search(text):
+        return "a rule or norm"
+    if DECISION.search(text):
+        return "a decision or agreement"
+    if DATE.search(text) and LETS.search(text):
+        return "a dated group plan"
+    if AGREE.search(text) and DATE.search(text):
+        return "an agreement to a dated plan"
+    if thread_members(msg, window) >= 2:
+        return "a reply thread of several members"
+    return None
+
+
+def classify(msg: StoredMessage, window: Sequence[StoredMessage], people: People) -> Cue | None:
+    """The one cue a message carries, most group-relevant first; None when it carries none."""
+    text = msg.text
+    if NORM.search(text):
+        return Cue("norm", GROUP, "group_insight", "decision")
+    if DECISION.search(text):
+        return Cue("decision", GROUP, "group_interaction", "decision")
+    if DATE.search(text) and LETS.search(text):
+        return Cue("plan", GROUP, "group_interaction", "decision")
+    others = people.referenced(msg, window)
+    for pid in people.named(text):
+        if pid == msg.author_id:
+            continue
+        for _, pat in (x for x in people.patterns if x[0] == pid):
+            m = pat.search(text)
+            if m and re.match(r"\s*" + HAS_THE, text[m.end():], re.I):
+                return Cue("responsibility", pid, "per_speaker_profile", "fact")
+    if RESPONSIBLE_SELF.search(text):
+        return Cue("responsibility", msg.author_id, "per_speaker_core", "fact")
+    if CHANGE.search(text) and re.search(r"\b" + _I + r"\b", text, re.I):
+        return Cue("change", msg.author_id, "per_speaker_core", "fact")
+    if DATE.search(text) and PLAN.search(text) and re.search(r"\b" + _I + r"\b", text, re.I):
+        return Cue("plan", msg.author_id, "per_speaker_core", "fact")
+    if STANCE.search(text) and not others:
+        return Cue("stance", msg.author_id, "per_speaker_core", "stance")
+    return None
+
+
+def propose(window: Sequence[StoredMessage], people: People, names: dict[str, str]) -> list[dict]:
+    """Cue proposals in the extractive action format (``msg`` is 1-based), one per cued message."""
+    out: list[dict] = []
+    for n, msg in enumerate(window, 1):
+        if msg.to_bot:
+            continue
+        cue = classify(msg, window, people)
+        if cue is None:
+            continue
+        owner = GROUP if cue.owner == GROUP else names.get(cue.owner, cue.owner)
+        out.append({"op": "ADD", "msg": n, "owner": owner, "layer": cue.layer, "utype": cue.utype,
+                    "proposer": f"cues:{cue.kind}"})
+    return out
