@@ -196,6 +196,7 @@ def table(dom: str) -> Rows:
 def test_person_page_lists_records_with_provenance(server, store_path, tmp_path):
     ids = _ids(store_path)
     dom = chromium(f"{server.base}/chorus/person?person=bob&scope=", tmp_path)
+    assert "the operator's read-only view" in dom.replace("&#39;", "'")  # every page says whose view it is
     rows = table(dom)
     got = [(r["record"].strip(), r["state"].strip()) for r in rows.rows]
     # Current version first, the superseded one after it, and nothing about Alice.
