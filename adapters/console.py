@@ -12,8 +12,11 @@ import re
 import sys
 import time
 from importlib import resources
+from pathlib import Path
 from typing import TextIO
 
+from bot.actions import HELP as COMMAND_HELP
+from bot.actions import Actions, Invoker
 from bot.app import Bot
 from bot.replies import Reply
 from memory.datasets.jsonl import read_jsonl
@@ -26,17 +29,15 @@ PLATFORM = "console"
 WORKSPACE = "local"
 _SPEAKER = re.compile(r"^\s*([^\s:/@][^:]{0,39}):\s?(.*)$", re.DOTALL)
 
-HELP = """Commands:
+CONSOLE_HELP = """Console:
   NAME: TEXT          say TEXT as NAME (e.g. "alice: lunch at noon?")
   TEXT                say TEXT as the current speaker
   @{bot} QUESTION     ask the bot (also inside a message)
-  /ask QUESTION       ask the bot
-  /whosaid PHRASE     who said an exact phrase
   /as NAME            change the current speaker
   /channel NAME       move to another channel (each channel has its own memory)
-  /status             what the bot remembers
   /help               this text
-  /quit               leave"""
+  /quit               leave
+The bot's commands, the same as on Discord and Slack (type them after a slash, e.g. /whosaid pizza):"""
 
 
 class ConsoleChat:
@@ -52,6 +53,8 @@ class ConsoleChat:
         self.bot_name = bot.settings.console.bot_name
         self._ids = itertools.count(int(time.time() * 1000))
         self._mention = re.compile(rf"@{re.escape(self.bot_name)}\b[:,]?\s*", re.IGNORECASE)
+        self.actions = Actions(bot, default_opt_in=True)
+        self.export_dir = Path.cwd()
 
     @property
     def key(self) -> ScopeKey:
@@ -63,6 +66,14 @@ class ConsoleChat:
 
     def render(self, reply: Reply) -> None:
         self.say(f"{self.bot_name}> " + reply.text.replace("\n", "\n" + " " * (len(self.bot_name) + 2)))
+        if reply.attachment is not None and reply.attachment_name:
+            path = self.export_dir / reply.attachment_name
+            path.write_bytes(reply.attachment)
+            self.say(f"(saved {reply.attachment_name} to {path})")
+
+    def invoker(self) -> Invoker:
+        """The console user: the current speaker, an admin of their own terminal."""
+        return Invoker(self.key, self.speaker.casefold(), self.speaker, is_admin=True, channel_name=self.channel)
 
     def load_demo(self) -> int:
         """Preload the demo conversation into an empty channel."""
@@ -105,33 +116,36 @@ class ConsoleChat:
         speaker, text = (match.group(1).strip(), match.group(2)) if match else (self.speaker, line)
         if not text.strip():
             return True
+        asks = bool(self._mention.search(text))
         msg = Message(PLATFORM, WORKSPACE, self.channel, str(next(self._ids)), speaker.casefold(), speaker,
-                      text, time.time())
+                      text, time.time(), to_bot=asks)
         self.bot.on_message(msg)
-        if self._mention.search(text):
+        if asks:
             self.render(self.bot.ask(self.key, self._mention.sub("", text), asked_in=msg))
         return True
 
     def command(self, line: str) -> bool:
+        """Console commands, then the shared command table (`Actions.run_text`) every platform uses."""
         name, _, arg = line[1:].partition(" ")
         name = name.lower()
         arg = arg.strip()
         if name in ("quit", "exit"):
             return False
         if name == "help":
-            self.say(HELP.format(bot=self.bot_name))
-        elif name == "ask":
-            self.render(self.bot.ask(self.key, arg))
-        elif name == "whosaid":
-            self.render(self.bot.whosaid(self.key, arg))
-        elif name == "status":
-            self.render(self.bot.status(self.key))
+            self.say(CONSOLE_HELP.format(bot=self.bot_name) + "\n" + COMMAND_HELP)
         elif name == "as" and arg:
             self.speaker = arg
             self.say(f"(you are now {arg})")
         elif name == "channel" and arg:
             self.channel = arg.lstrip("#")
             self.say(f"(now in #{self.channel})")
+        elif name in ("as", "channel"):
+            self.say(f"/{name} needs a name; try /help")
         else:
-            self.say(f"unknown command /{name}; try /help")
+            self.render(self.actions.run_text(self.invoker(), f"{name} {arg}".strip(), parse_link=self._link))
         return True
+
+    def _link(self, text: str) -> tuple[str, str] | None:
+        """A console message is named by its id (as shown by /export); the channel is the current one."""
+        text = text.strip()
+        return (self.channel, text) if text else None

@@ -8,6 +8,7 @@ Commands are synced only by ``chorus discord-sync``, never at start.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import logging
 import re
@@ -220,8 +221,11 @@ class DiscordAdapter:
             msg = to_model(message)
             if msg is None:
                 return
+            addressed = self.addressed(message)
+            if addressed:  # a question to the bot is kept for the record, never used as evidence
+                msg = dataclasses.replace(msg, to_bot=True)
             await self._call(self.fast, self.actions.remember, msg)
-            if self.addressed(message):
+            if addressed:
                 await self.answer(message, msg)
         except Exception:  # the event boundary: log and keep the gateway alive
             log.exception("discord message %s in channel %s failed", message.id, message.channel.id)

@@ -118,7 +118,8 @@ class SlackDirectory:
         return html.unescape(text)
 
 
-def event_to_model(event: dict, team: str, directory: SlackDirectory) -> Message | None:
+def event_to_model(event: dict, team: str, directory: SlackDirectory,
+                   bot_user_id: str | None = None) -> Message | None:
     """A Slack message event as a Chorus ``Message``; None for joins, topic changes and empty events."""
     if event.get("subtype") not in NEW_MESSAGE_SUBTYPES:
         return None
@@ -137,9 +138,11 @@ def event_to_model(event: dict, team: str, directory: SlackDirectory) -> Message
     is_bot = bool(event.get("bot_id")) or event.get("subtype") == "bot_message"
     user = directory.user(author) if event.get("user") else SlackUser(event.get("username") or author, False, True)
     is_dm = event.get("channel_type") == "im"
+    # Slack delivers a mention both as a message and as app_mention: either way it is bot traffic.
+    to_bot = bool(bot_user_id) and f"<@{bot_user_id}" in (event.get("text") or "")
     return Message(PLATFORM, team, channel, ts, author, user.name, text, float(ts), thread=thread,
                    reply_to=thread or None, is_dm=is_dm, is_bot=is_bot or user.is_bot,
-                   channel_name="" if is_dm else directory.channel_name(channel))
+                   channel_name="" if is_dm else directory.channel_name(channel), to_bot=to_bot)
 
 
 class EventDeduper:
@@ -192,7 +195,7 @@ class SlackHistory:
         for item in sorted(items, key=lambda m: float(m["ts"])):
             event = {**item, "channel": self.channel, "channel_type": "im" if self.is_dm else "channel"}
             if self.adapter.wanted(event):
-                m = event_to_model(event, self.team, self.adapter.directory)
+                m = event_to_model(event, self.team, self.adapter.directory, self.adapter.bot_user_id)
                 if m is not None:
                     msgs.append(m)
         newest = raw[-1]["ts"] if raw else after
@@ -325,7 +328,7 @@ class SlackAdapter:
                 n = self.actions.deleted(PLATFORM, team, channel, [event.get("deleted_ts", "")])
                 log.info("slack %s/%s: deleted message %s (%d forgotten)", team, channel, event.get("deleted_ts"), n)
             elif self.wanted(event):
-                msg = event_to_model(event, team, self.directory)
+                msg = event_to_model(event, team, self.directory, self.bot_user_id)
                 if msg is not None:
                     self.actions.remember(msg)
         except Exception:  # the event boundary: log with traceback, keep serving
@@ -334,7 +337,8 @@ class SlackAdapter:
     def _on_mention(self, body: dict, event: dict, context: Any) -> None:
         team, channel = self._team(body), event.get("channel", "")
         try:
-            msg = event_to_model(event, team, self.directory) if self.wanted(event) else None
+            bot_id = context.get("bot_user_id") or self.bot_user_id
+            msg = event_to_model(event, team, self.directory, bot_id) if self.wanted(event) else None
             if msg is None:
                 return
             self.actions.remember(msg)

@@ -46,9 +46,11 @@ def load_llm_from(settings: Settings) -> LLM:
 
     cfg = settings.llm
     if cfg.backend == "openai":
-        return load_llm("openai", base_url=cfg.base_url, model=cfg.model, api_key_env=cfg.api_key_env or None)
+        return load_llm("openai", base_url=cfg.base_url, model=cfg.model, api_key_env=cfg.api_key_env or None,
+                        timeout=cfg.timeout, max_retries=cfg.max_retries, structured=cfg.structured,
+                        prompt_form=cfg.prompt_form, n_ctx=cfg.n_ctx)
     return load_llm("llama", cfg.model_path or None, n_ctx=cfg.n_ctx, n_gpu_layers=cfg.n_gpu_layers,
-                    n_threads=cfg.n_threads or None, seed=cfg.seed)
+                    n_threads=cfg.n_threads or None, seed=cfg.seed, prompt_form=cfg.prompt_form)
 
 
 def writer_config(settings: Settings) -> WriterConfig:
@@ -213,30 +215,31 @@ class Bot:
         result = self.answerer().answer(scope_ids, question, exclude=frozenset(exclude),
                                         asker_id=asked_in.author_id if asked_in else None,
                                         asked_at=asked_in.ts if asked_in else None)
-        citations = []
-        for n in result.cited:
-            c = result.pack.cite_for(n)
-            if c is not None:
-                m = c.message
-                citations.append(Citation(n, m.id, m.platform, m.workspace, m.channel, m.msg_id, m.author_name,
-                                          m.ts, _excerpt(m.text)))
-        lines = [result.text] + [f"[{c.n}] {c.author} ({stamp(c.ts)}): {c.excerpt}" for c in citations]
-        text = cut_for_chat("\n".join(lines), self.settings.answer.max_chars)
+        # The reply text already quotes each cited message; citations carry the links adapters render.
+        citations = [Citation(q.n, q.message.id, q.message.platform, q.message.workspace, q.message.channel,
+                              q.message.msg_id, q.message.author_name, q.message.ts, q.quote)
+                     for q in (result.draft.quoted if result.draft else [])]
+        text = cut_for_chat(result.text, self.settings.answer.max_chars)
         notes = list(result.notes)
         if self.searcher.degraded:
             notes.append(f"searched by words only: {self.searcher.degraded}")
         return Reply(text, citations, data={"model_used": result.model_used, "notes": notes,
                                             "abstained": result.abstained,
+                                            "kind": result.draft.kind if result.draft else "",
+                                            "generated": result.generated,
                                             "rows": [r.name for r in result.pack.rows]})
 
     def answerer(self) -> Answerer:
         p = self.settings.persona
         s = self.settings.search
-        return Answerer(self.store, self.searcher, self.records, self.llm,
+        a = self.settings.answer
+        policy = a.policy if a.policy != "auto" else ("model" if self.settings.llm.model_path or
+                                                      self.settings.llm.backend != "llama" else "evidence")
+        return Answerer(self.store, self.searcher, self.records, self.llm if policy == "model" else None,
                         persona=PersonaVoice(p.name, p.description, p.voice, p.cares_about),
                         budgets=Budgets(recall_pool=s.recall_pool, top_k=s.top_k, neighbours=s.neighbours,
-                                        token_budget=self.settings.answer.evidence_token_budget),
-                        max_new_tokens=self.settings.answer.max_new_tokens)
+                                        token_budget=a.evidence_token_budget),
+                        max_new_tokens=a.max_new_tokens, policy=policy, decline_below=a.decline_below)
 
     def profile(self, key: ScopeKey, person: str) -> Reply:
         """A person's current core and profile records, and what others said about them."""

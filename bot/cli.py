@@ -71,7 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("eval", help="evaluate on real conversation data")
     esub = c.add_subparsers(dest="eval_kind", required=True)
     e = esub.add_parser("retrieval", help="evidence recall@k of retrieval systems side by side")
-    e.add_argument("--dataset", required=True, choices=["locomo", "socialmem", "friendsqa"])
+    e.add_argument("--dataset", choices=["locomo", "socialmem", "friendsqa"],
+                   help="the dataset to score (required unless --lodo)")
+    e.add_argument("--lodo", action="store_true",
+                   help="tune hybrid search's constants leave-one-dataset-out on all three and print the table")
+    e.add_argument("--cache", default="out/cache", help="--lodo: folder for per-dataset feature caches")
     e.add_argument("--data", help="a file (or SocialMemBench folder) of the same format")
     e.add_argument("--out", default="out/eval", help="folder for the JSON and Markdown results")
     e.add_argument("--limit", type=int, help="only the first N conversations")
@@ -80,20 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--stores", help="folder of per-conversation stores to reuse (e.g. filled by `eval writer`)")
 
     e = esub.add_parser("writer", help="write real conversations end to end and measure the writer")
-    e.add_argument("--dataset", required=True, choices=["locomo", "socialmem", "friendsqa"])
+    e.add_argument("--dataset", choices=["locomo", "socialmem", "friendsqa"], help="write this dataset's chats")
     e.add_argument("--data", help="a file (or SocialMemBench folder) of the same format")
     e.add_argument("--out", default="out/eval")
     e.add_argument("--limit", type=int, help="only the first N conversations")
     e.add_argument("--stores", help="keep the written stores here (reuse with `eval retrieval --stores`)")
-    e = esub.add_parser("answer", help="answer quality: token-F1, abstention, latency, prompt tokens")
+    e.add_argument("--reference", help="reference writer output (folder of *.actions.json, or one file) to score "
+                                       "the records against")
+    e.add_argument("--store", help="score an existing store (or folder of stores) against --reference; writes nothing")
+    e = esub.add_parser("answer", help="replies as users read them: answer recall, cite-hit, declines, latency")
     e.add_argument("--dataset", required=True, choices=["locomo", "socialmem", "friendsqa"])
     e.add_argument("--data", help="a file (or SocialMemBench folder) of the same format")
     e.add_argument("--out", default="out/eval")
     e.add_argument("--limit", type=int, help="only the first N conversations")
     e.add_argument("--questions", type=int, help="at most N questions per conversation")
     e.add_argument("--stores", help="reuse stores written by `eval writer` (Track 2 included)")
-    e.add_argument("--judge", help="judge model: a GGUF path, or an OpenAI-compatible base URL")
-    e.add_argument("--judge-model", default="", help="model name for an OpenAI-compatible judge")
+    e.add_argument("--policies", default="evidence,model,baseline",
+                   help="comma-separated reply policies to compare: evidence, model, baseline (top BM25 message)")
+    e.add_argument("--model-questions", type=int, default=30,
+                   help="how many questions the (slow) model policy answers; 0 skips it")
     e = esub.add_parser("speaker-levenshtein", help="compare the records of two stores (writer A vs B)")
     e.add_argument("--pred", required=True, help="store written by the writer under test")
     e.add_argument("--ref", required=True, help="reference store")

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -29,10 +31,12 @@ def console(args: argparse.Namespace, settings: Settings) -> int:
 
     from .scheduler import WriterScheduler
 
+    log_path = console_logs_to_file(settings)
     bot = Bot(settings)
     scheduler = WriterScheduler(bot.writer, settings.writer.interval_seconds) if settings.writer.enabled else None
     try:
         chat = ConsoleChat(bot, channel=args.channel)
+        chat.say(f"(logs go to {log_path})")
         if settings.console.demo and not args.no_demo:
             n = chat.load_demo()
             if n:
@@ -45,6 +49,30 @@ def console(args: argparse.Namespace, settings: Settings) -> int:
         if scheduler is not None:
             scheduler.stop()
         bot.close()
+
+
+def console_logs_to_file(settings: Settings) -> Path:
+    """Send every log line, and anything native code prints to stderr (llama.cpp), to a file.
+
+    The console is a chat on the terminal: a log line there would read as part of the conversation.
+    """
+    store = Path(settings.store.path).expanduser()
+    path = Path(settings.console.log_file).expanduser() if settings.console.log_file else store.with_suffix(".log")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stream = open(path, "a", encoding="utf-8", buffering=1)
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    try:
+        sys.stderr.flush()
+        os.dup2(stream.fileno(), 2)  # native libraries write to fd 2 directly
+    except OSError:  # no real fd 2 (embedded use): Python logging still goes to the file
+        pass
+    sys.stderr = stream
+    return path
 
 
 @command("ingest")
@@ -194,7 +222,13 @@ def migrate_cmd(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("eval")
 def eval_cmd(args: argparse.Namespace, settings: Settings) -> int:
+    if args.eval_kind == "retrieval" and args.lodo:
+        from memory.eval.lodo import run_lodo
+
+        return run_lodo(args, lambda: load_embedder_from(settings))
     if args.eval_kind == "retrieval":
+        if not args.dataset:
+            raise ChorusError("eval retrieval needs --dataset (or --lodo for all three)")
         from memory.eval.report import write_json
         from memory.eval.retrieval import FULL_SYSTEMS, TRACK1_SYSTEMS, evaluate_retrieval
 
@@ -215,31 +249,38 @@ def eval_cmd(args: argparse.Namespace, settings: Settings) -> int:
         print(write_report_plot("retrieval", out / f"retrieval-{args.dataset}.png", report.to_json()))
         return 0
     if args.eval_kind == "writer":
-        from memory.eval.report import write_json
         from memory.eval.writer import evaluate_writer
+        from memory.eval.writer_reference import score_stores, stores_in
 
+        if args.store:
+            if not args.reference or not Path(args.store).exists():
+                raise ChorusError("--store needs an existing store (or folder of stores) and --reference")
+            ref = score_stores(stores_in(args.store), args.reference, label=args.store)
+            return _emit(args, f"writer-reference-{Path(args.store).stem}", ref.to_json(), ref.to_markdown())
+        if not args.dataset:
+            raise ChorusError("eval writer needs --dataset (or --store with --reference)")
         bot_llm = _require_llm(settings)
         report = evaluate_writer(args.dataset, data=args.data, embedder=load_embedder_from(settings), llm=bot_llm,
                                  config=writer_config(settings), persona=persona_of(settings),
-                                 limit_conversations=args.limit, store_dir=args.stores)
+                                 limit_conversations=args.limit, store_dir=args.stores, reference=args.reference)
         return _emit(args, f"writer-{args.dataset}", report.to_json(), report.to_markdown())
     if args.eval_kind == "answer":
-        from memory.eval.answer import evaluate_answers
+        from memory.eval.answer import POLICIES, evaluate_replies
         from memory.query.answer import PersonaVoice
 
-        judge = None
-        if args.judge:
-            from memory.llm.factory import load_llm
-
-            judge = (load_llm("openai", base_url=args.judge, model=args.judge_model)
-                     if args.judge.startswith(("http://", "https://")) else load_llm("llama", args.judge))
+        policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+        unknown = [p for p in policies if p not in POLICIES]
+        if unknown or not policies:
+            raise ChorusError(f"unknown policy {unknown}: choose from {', '.join(POLICIES)}")
         p = settings.persona
-        report = evaluate_answers(args.dataset, data=args.data, embedder=load_embedder_from(settings),
-                                  llm=_require_llm(settings), persona=PersonaVoice(p.name, p.description, p.voice,
-                                                                                   p.cares_about),
-                                  limit_conversations=args.limit, max_questions=args.questions,
-                                  store_dir=args.stores, judge=judge)
-        return _emit(args, f"answer-{args.dataset}", report.to_json(), report.to_markdown(), plot="answer")
+        llm = _require_llm(settings) if "model" in policies and args.model_questions > 0 else None
+        report = evaluate_replies(args.dataset, data=args.data, embedder=load_embedder_from(settings), llm=llm,
+                                  persona=PersonaVoice(p.name, p.description, p.voice, p.cares_about),
+                                  policies=policies, limit_conversations=args.limit, max_questions=args.questions,
+                                  model_questions=args.model_questions, store_dir=args.stores,
+                                  decline_below=settings.answer.decline_below)
+        name = f"answer-{args.dataset}" + (f"-{Path(args.data).stem}" if args.data else "")
+        return _emit(args, name, report.to_json(), report.to_markdown(), plot="answer")
     if args.eval_kind == "speaker-levenshtein":
         from memory.speaker_levenshtein import MemRecord, speaker_levenshtein
 

@@ -51,6 +51,18 @@ class LLMSettings(Section):
     base_url: str = Field("", description="Base URL of the OpenAI-compatible server (backend 'openai').")
     model: str = Field("", description="Model name sent to the OpenAI-compatible server.")
     api_key_env: str = Field("", description="Name of the environment variable holding that server's API key.")
+    prompt_form: Literal["auto", "chat", "completion"] = Field(
+        "auto", description="How prompts are sent. 'chat': system/user turns through the model's chat template "
+        "(instruct models; servers' /v1/chat/completions); 'completion': one raw prompt (base models; "
+        "/v1/completions). 'auto': chat when the model has a chat template (servers: always), raw for the shipped "
+        "base model.")
+    structured: Literal["auto", "json_schema", "json_object", "grammar", "none"] = Field(
+        "auto", description="How a server is asked for JSON that fits a schema (backend 'openai'). 'auto' picks "
+        "what the answering server is known to honour and falls back when it refuses; the output is always "
+        "checked against the schema.")
+    timeout: float = Field(60.0, gt=0, description="Seconds to wait for one server response (backend 'openai').")
+    max_retries: int = Field(2, ge=0, le=10, description="Retries after a 429, a 5xx or a dropped connection, "
+                             "with backoff (backend 'openai').")
 
 
 class WriterSettings(Section):
@@ -87,8 +99,21 @@ class SearchSettings(Section):
 class AnswerSettings(Section):
     max_chars: int = Field(1800, ge=200, description="Longest answer posted to chat; longer ones are cut.")
     evidence_token_budget: int = Field(1500, ge=200, description="Token budget of the evidence pack.")
-    max_new_tokens: int = Field(64, ge=16, description="Generation budget of one answer in tokens (chat answers are short; the tiny default "
-                                "model otherwise rambles to the limit).")
+    max_new_tokens: int = Field(48, ge=16, description="Generation budget of the model's one-sentence answer in tokens.")
+    policy: Literal["auto", "evidence", "model"] = Field(
+        "auto", description="How replies are written. 'evidence': the best messages quoted with a short lead, no "
+        "model call. 'model': the model may write a one-sentence lead over the quoted messages, shown only when a "
+        "deterministic check finds its names, numbers and words in the messages it cites. 'auto': evidence for the "
+        "shipped 270M model (its sentences rarely pass the check), model for a configured one.")
+    decline_below: float = Field(
+        0.34, ge=0.0, le=1.0, description="Decline (\"this channel's memory doesn't hold that\") when the best quoted "
+        "message holds less than this IDF-weighted share of the question's topic words.")
+    reader: bool = Field(False, description="Let a capable model look things up with typed tools (search, exact "
+                         "phrase, current state, dates) for a few rounds before it answers (EGMemory's adaptive "
+                         "reader). Off for the shipped 270M model, which cannot drive tools.")
+    reader_rounds: int = Field(4, ge=1, le=10, description="Most tool rounds of the reader before it must answer.")
+    reader_token_budget: int = Field(6000, ge=500, description="Prompt plus completion tokens the reader may spend "
+                                     "on one question, over all its rounds.")
 
 
 class ScopeSettings(Section):
@@ -102,6 +127,9 @@ class ScopeSettings(Section):
 class ConsoleSettings(Section):
     bot_name: str = Field("chorus", description="Name to @mention in the console chat.")
     demo: bool = Field(True, description="Preload the short demo conversation into an empty console channel.")
+    log_file: str = Field("", description="Where the console writes its logs (the scheduler's, the writer's and "
+                          "llama.cpp's own output), so they never land in the chat. Empty: beside the store, "
+                          "as <store>.log.")
 
 
 class DiscordSettings(Section):

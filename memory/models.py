@@ -57,6 +57,8 @@ class Message:
     is_bot: bool = False
     channel_name: str = ""
     session_hint: int | None = None
+    # Addressed to Chorus (an @mention or a command): kept for the record, never evidence or writer input.
+    to_bot: bool = False
     extra: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -116,6 +118,7 @@ class StoredMessage:
     turn: int
     reply_to: str | None = None
     edited: bool = False
+    to_bot: bool = False
 
     @property
     def when(self) -> datetime:

@@ -2,8 +2,9 @@
 
 Adapters, imports and scheduled jobs all write through ``Store``. Every write runs
 in one ``BEGIN IMMEDIATE`` transaction under one lock, so a failed step leaves the
-file as it was. Messages are stored whole; FTS5 follows via triggers and the
-vector index is written in the same transaction as the message.
+file as it was. Messages are stored whole; their FTS5 row (and the vector, when the
+embedder runs inline) is written by the store in the same transaction. Messages
+addressed to the bot are stored but never indexed.
 """
 from __future__ import annotations
 
@@ -32,14 +33,14 @@ MAX_TEXT_CHARS = 1_000_000
 
 MESSAGE_COLUMNS = (
     "m.id, m.scope_id, s.platform, s.workspace, s.channel, m.thread, m.msg_id, m.author_id, "
-    "m.author_name, m.text, m.ts, m.session, m.turn, m.reply_to, m.edited_at IS NOT NULL")
+    "m.author_name, m.text, m.ts, m.session, m.turn, m.reply_to, m.edited_at IS NOT NULL, m.bot_traffic")
 
 
 def row_to_message(row: Sequence) -> StoredMessage:
     return StoredMessage(
         id=row[0], scope_id=row[1], platform=row[2], workspace=row[3], channel=row[4], thread=row[5],
         msg_id=row[6], author_id=row[7], author_name=row[8], text=row[9], ts=row[10], session=row[11],
-        turn=row[12], reply_to=row[13], edited=bool(row[14]))
+        turn=row[12], reply_to=row[13], edited=bool(row[14]), to_bot=bool(row[15]))
 
 
 def embed_text(author_name: str, text: str) -> str:
@@ -230,7 +231,7 @@ class Store:
             conn.execute("DROP TABLE IF EXISTS message_vec")
             conn.execute("DROP TABLE IF EXISTS record_vec")
             conn.execute("DELETE FROM meta WHERE key = 'embedding'")
-            conn.execute("UPDATE messages SET embedded = 0")
+            conn.execute("UPDATE messages SET embedded = 0 WHERE bot_traffic = 0")
             conn.execute("UPDATE scope_state SET vec_gen = vec_gen + 1")
         self.embedder = embedder
         self._ensure_vector_table(embedder)
@@ -419,7 +420,9 @@ class Store:
             session, turn = self._place(st, m)
             rows.append((sid, m.msg_id, m.thread, m.author_id, m.author_name, m.text, m.ts, m.reply_to,
                          session, turn, text_hash(embed_text(m.author_name, m.text)),
-                         1 if vectors is not None else 0, i))
+                         2 if m.to_bot else 1 if vectors is not None else 0, i, int(m.to_bot)))
+            if m.to_bot:  # asking the bot does not make someone a member whose views are remembered
+                continue
             p = people.get((sid, m.author_id))
             if p is None:
                 people[(sid, m.author_id)] = [m.author_name, m.ts, m.ts, 1, int(m.is_bot)]
@@ -432,13 +435,16 @@ class Store:
         seq = self._take_vec_seq(conn, len(rows)) if vectors is not None else 1
         conn.executemany(
             "INSERT INTO messages(id, scope_id, msg_id, thread, author_id, author_name, text, ts, reply_to, "
-            "session, turn, text_hash, embedded, vec_seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [(base + n, *r[:12], seq + n - 1 if vectors is not None else 0) for n, r in enumerate(rows, 1)])
+            "session, turn, text_hash, embedded, vec_seq, bot_traffic) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(base + n, *r[:12], seq + n - 1 if vectors is not None and not r[13] else 0, r[13])
+             for n, r in enumerate(rows, 1)])
+        # Bot traffic (questions to Chorus) is stored for the record but indexed nowhere: never evidence.
         conn.executemany("INSERT INTO messages_fts(rowid, text, author_name, scope_tag) VALUES (?,?,?,?)",
-                         [(base + n, r[5], r[4], f"s{r[0]}") for n, r in enumerate(rows, 1)])
+                         [(base + n, r[5], r[4], f"s{r[0]}") for n, r in enumerate(rows, 1) if not r[13]])
         if vectors is not None:
             conn.executemany("INSERT INTO message_vec(rowid, scope_id, embedding) VALUES (?,?,?)",
-                             [(base + n, r[0], vectors[r[12]].tobytes()) for n, r in enumerate(rows, 1)])
+                             [(base + n, r[0], vectors[r[12]].tobytes()) for n, r in enumerate(rows, 1)
+                              if not r[13]])
         conn.executemany(
             "INSERT INTO scope_state(scope_id, last_ts, last_session, last_turn) VALUES (?,?,?,?) "
             "ON CONFLICT(scope_id) DO UPDATE SET last_ts=excluded.last_ts, last_session=excluded.last_session, "
@@ -544,6 +550,11 @@ class Store:
         result = IngestResult()
         with self.write() as conn:
             composed = embed_text(current.author_name, msg.text)
+            if current.to_bot:  # still bot traffic: the record changes, no index does
+                conn.execute("UPDATE messages SET text = ?, text_hash = ?, edited_at = ? WHERE id = ?",
+                             (msg.text, text_hash(composed), msg.ts, current.id))
+                self._after_change(conn, [current.id], "edited")
+                return True
             vecs = self._vectors_for(conn, [composed], result) if self.vector_dim else None
             conn.execute("UPDATE messages SET text = ?, text_hash = ?, edited_at = ?, embedded = ? WHERE id = ?",
                          (msg.text, text_hash(composed), msg.ts, 1 if vecs is not None else 0, current.id))
@@ -622,6 +633,21 @@ class Store:
                     out[row[0]] = row_to_message(row)
         return [out[i] for i in ids if i in out]
 
+    def vectors_of(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Stored vectors of these messages (those embedded so far), by message id."""
+        if not ids or self.vector_dim is None:
+            return {}
+        out: dict[int, np.ndarray] = {}
+        with self.read() as conn:
+            if not self._has_vec(conn):
+                return {}
+            for i in range(0, len(ids), 500):
+                chunk = [int(x) for x in ids[i:i + 500]]
+                for rowid, blob in conn.execute(f"SELECT rowid, embedding FROM message_vec WHERE rowid IN "
+                                                f"({','.join('?' * len(chunk))})", chunk):
+                    out[int(rowid)] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
     def recent(self, scope_id: int, limit: int = 20) -> list[StoredMessage]:
         with self.read() as conn:
             rows = conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN scopes s ON s.id = m.scope_id "
@@ -635,7 +661,7 @@ class Store:
             rows = conn.execute(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN scopes s ON s.id = m.scope_id "
                 "WHERE m.scope_id = ? AND m.session = ? AND m.turn BETWEEN ? AND ? AND m.deleted = 0 "
-                "ORDER BY m.turn, m.id", (msg.scope_id, msg.session, msg.turn - before, msg.turn + after)).fetchall()
+                "AND m.bot_traffic = 0 ORDER BY m.turn, m.id", (msg.scope_id, msg.session, msg.turn - before, msg.turn + after)).fetchall()
         return [row_to_message(r) for r in rows]
 
     def roster(self, scope_id: int) -> list[Person]:

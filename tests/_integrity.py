@@ -41,8 +41,10 @@ def check(path: str | Path, *, vectors_complete: bool = False) -> Report:
         rep.integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
         if rep.integrity != "ok":
             rep.problems.append(f"integrity_check: {rep.integrity}")
-        live = {r[0]: r[1] for r in conn.execute("SELECT id, scope_id FROM messages WHERE deleted = 0")}
-        rep.messages = len(live)
+        rep.messages = conn.execute("SELECT count(*) FROM messages WHERE deleted = 0").fetchone()[0]
+        # Messages addressed to the bot are stored but indexed nowhere; every other live message is indexed.
+        live = {r[0]: r[1] for r in conn.execute("SELECT id, scope_id FROM messages WHERE deleted = 0 "
+                                                 "AND bot_traffic = 0")}
         for mid, sid, pid in conn.execute("SELECT id, scope_id, msg_id FROM messages"):
             if (sid, pid) in rep.msg_ids:
                 rep.problems.append(f"message {pid} stored twice in scope {sid}")

@@ -152,15 +152,30 @@ def test_full_tense_shows_history_and_group_row_separate(store):
     assert "GROUP: now: Dinner at Luigi's" in prompt
 
 
-def test_answer_citations_are_post_checked(vstore):
+def test_model_sentence_citing_a_message_the_reply_does_not_show_is_dropped(vstore):
     vstore.ingest([msg(1, "The rehearsal is on Thursday at 8pm", author="Ann")])
     sid = vstore.scopes()[0].id
     llm = ScriptedLLM(["It is on Thursday at 8pm [1][7]."])
-    ans = Answerer(vstore, Searcher(vstore), Records(vstore), llm).answer([sid], "When is the rehearsal?")
-    assert ans.cited == [1] and "[7]" not in ans.text and "dropped" in ans.notes[0]
+    ans = Answerer(vstore, Searcher(vstore), Records(vstore), llm, policy="model").answer([sid], "When is the rehearsal?")
+    assert ans.cited == [1] and "[7]" not in ans.text and not ans.generated
+    assert any("[7]" in n for n in ans.notes)
     assert llm.calls[0].priority == "interactive" and "[1] Ann" in llm.calls[0].prompt
+
+
+def test_model_sentence_shown_only_when_supported(vstore):
+    vstore.ingest([msg(1, "The rehearsal is on Thursday at 8pm", author="Ann")])
+    sid = vstore.scopes()[0].id
+    good = Answerer(vstore, Searcher(vstore), Records(vstore), ScriptedLLM(["Ann said the rehearsal is on Thursday at 8pm [1]."]),
+                    policy="model").answer([sid], "When is the rehearsal?")
+    assert good.generated and good.text.startswith("Ann said the rehearsal is on Thursday at 8pm [1].")
+    bad = Answerer(vstore, Searcher(vstore), Records(vstore), ScriptedLLM(["The rehearsal is on Friday at 9pm [1]."]),
+                   policy="model").answer([sid], "When is the rehearsal?")
+    assert not bad.generated and "Friday" not in bad.text and "9pm" not in bad.text
+    uncited = Answerer(vstore, Searcher(vstore), Records(vstore), ScriptedLLM(["It is on Thursday at 8pm."]),
+                       policy="model").answer([sid], "When is the rehearsal?")
+    assert not uncited.generated and "cites no message" in uncited.notes[-1]
 
 
 def test_answer_abstains_without_evidence(store):
     ans = Answerer(store, Searcher(store), Records(store), ScriptedLLM([])).answer([], "What is Bob's cat called?")
-    assert ans.abstained and ans.text == ABSTAIN
+    assert ans.abstained and not ans.cited and "[1]" not in ans.text

@@ -116,7 +116,12 @@ def _question(item: object, qi: int, conv_id: str, known: set[str],
     extra["evidence_anchors"] = anchors
     return Question(id=str(item.get("id") or f"{conv_id}:q{qi}"), question=text,  # type: ignore[union-attr]
                     answer=None if answer is None else str(answer), category=category,
-                    evidence=dedupe(evidence), adversarial=False, extra=extra), dropped
+                    evidence=dedupe(evidence), adversarial=_unanswerable(item, category), extra=extra), dropped
+
+
+def _unanswerable(item: dict, category: str) -> bool:
+    """Questions the chat cannot answer (our own question sets mark them; the right reply declines)."""
+    return bool(item.get("unanswerable")) or category.casefold() == "unanswerable"
 
 
 def _resolve_anchor(anchor: object, known: set[str], by_position: dict[tuple[int, int], str]) -> str | None:

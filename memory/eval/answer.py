@@ -1,10 +1,14 @@
-"""``chorus eval answer``: answer quality without a judge, plus an optional judge model.
+"""``chorus eval answer``: the reply as a user reads it, scored against gold answers and evidence.
 
-Token-F1 two ways: the set-based definition of SpeakerMem-R1 (App. C: lowercase,
-strip, drop trailing periods, whitespace tokens as sets) and LoCoMo's official F1
-(normalised, Porter-stemmed tokens, multiset overlap; multi-hop answers split on
-commas). Abstention accuracy on LoCoMo category 5, answer latency and prompt tokens
-per question, all per category.
+Policies run side by side on the same stores: ``evidence`` (the default reply: quoted
+messages and a template lead), ``model`` (the model may write a checked lead sentence;
+slow, so limited by ``model_questions``) and ``baseline`` (the single top BM25 message).
+Per question: answer recall (the share of the gold answer's content words found in the
+reply text), cite-hit@1/@3 (a gold evidence message among the first 1 / 3 citations),
+whether a generated sentence was shown and passed its check, unchecked citations (a
+citation marker not backed by a quoted message of the scope: must be 0), declines, and
+latency. LoCoMo category 5 (adversarial) is the unanswerable set; so are questions of
+our own sets marked unanswerable.
 """
 from __future__ import annotations
 
@@ -21,16 +25,18 @@ from tqdm import tqdm
 from ..datasets import load_dataset
 from ..embeddings.base import Embedder
 from ..llm.base import LLM
-from ..query.answer import ABSTAIN, Answerer, PersonaVoice
+from ..query.answer import Answer, Answerer, PersonaVoice
+from ..query.support import content_stems
 from ..records import Records
 from ..search import Searcher
 from ..store import Store
+from ..timefmt import stamp
 from .report import markdown_table, mean
 from .retrieval import _cat_key, safe_name
 
-_ABSTAINED = re.compile(r"no information|not mentioned|don'?t (know|have)|do not know|cannot (tell|answer)|"
-                        r"not (in|answer)|unknown|nothing in this channel", re.I)
-SPEAKERMEM_QA_TOKENS = 3300  # SpeakerMem-R1 App. D Table 9: ~3.3k QA input tokens per question
+POLICIES = ("evidence", "model", "baseline")
+_CITE_LINE = re.compile(r"^\[(\d{1,3})\] (?:[a-z]+: )?(.+?) \((\d{4}-\d\d-\d\d \d\d:\d\d)\): “(.*)”$")
+_MARK = re.compile(r"\[(\d{1,3})\]")
 
 
 def set_token_f1(prediction: str, gold: str) -> float:
@@ -53,100 +59,152 @@ def _normalize(s: str) -> str:
     return " ".join(s.split())
 
 
-def _stem_tokens(s: str) -> list[str]:
+def locomo_f1(prediction: str, gold: str, category: str) -> float:
+    """LoCoMo's official F1 (Porter-stemmed multiset overlap; category 1 golds scored part by part)."""
     from nltk.stem import PorterStemmer
 
     stemmer = PorterStemmer()
-    return [stemmer.stem(w) for w in _normalize(s).split()]
 
+    def single(p: str, g: str) -> float:
+        ps, gs = [stemmer.stem(w) for w in _normalize(p).split()], [stemmer.stem(w) for w in _normalize(g).split()]
+        same = sum((Counter(ps) & Counter(gs)).values())
+        if same == 0:
+            return 0.0
+        precision, recall = same / len(ps), same / len(gs)
+        return 2 * precision * recall / (precision + recall)
 
-def locomo_f1_single(prediction: str, gold: str) -> float:
-    p, g = _stem_tokens(prediction), _stem_tokens(gold)
-    common = Counter(p) & Counter(g)
-    same = sum(common.values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(p), same / len(g)
-    return 2 * precision * recall / (precision + recall)
-
-
-def locomo_f1(prediction: str, gold: str, category: str) -> float:
-    """LoCoMo's scoring: multi-hop (category 1) golds are comma lists scored part by part."""
     if category == "1":
         golds = [g.strip() for g in gold.split(",") if g.strip()]
         preds = [p.strip() for p in prediction.split(",") if p.strip()] or [prediction]
-        return mean([max(locomo_f1_single(p, g) for p in preds) for g in golds]) if golds else 0.0
-    return locomo_f1_single(prediction, gold)
+        return mean([max(single(p, g) for p in preds) for g in golds]) if golds else 0.0
+    return single(prediction, gold)
 
 
-def abstained(text: str) -> bool:
-    return text.strip() == ABSTAIN or bool(_ABSTAINED.search(text))
+def answer_recall(reply: str, gold: str) -> float | None:
+    """Share of the gold answer's content words (stemmed) that the reply contains; None if it has none."""
+    want = content_stems(gold)
+    if not want:
+        return None
+    have = set(content_stems(reply))
+    return sum(1 for w in want if w in have) / len(want)
+
+
+def unchecked_citations(ans: Answer, store: Store, scope_ids: list[int]) -> int:
+    """Citation markers in the reply text not backed by a quoted line of a real message of these scopes.
+
+    Re-derived from the text the user reads, independently of how the reply was built: each quoted
+    line must name a stored message of the scopes by author and time and quote its words; each
+    ``[n]`` anywhere else must point at such a line.
+    """
+    bad = 0
+    lines = ans.text.splitlines()
+    backed: set[int] = set()
+    by_n = {q.n: q.message for q in (ans.draft.quoted if ans.draft else [])}
+    for line in lines:
+        m = _CITE_LINE.match(line.strip())
+        if not m:
+            continue
+        n, author, when, quote = int(m.group(1)), m.group(2), m.group(3), m.group(4)
+        msg = by_n.get(n)
+        stored = store.messages([msg.id]) if msg else []
+        ok = bool(stored) and stored[0].scope_id in scope_ids and stored[0].author_name == author \
+            and stamp(stored[0].ts) == when and all(part.strip() in " ".join(stored[0].text.split())
+                                                     for part in quote.split("…") if part.strip())
+        if ok:
+            backed.add(n)
+        else:
+            bad += 1
+    for line in lines:
+        if _CITE_LINE.match(line.strip()):
+            continue
+        bad += sum(1 for n in _MARK.findall(line) if int(n) not in backed)
+    return bad
 
 
 @dataclass
-class AnswerReport:
+class ReplyReport:
     dataset: str
-    rows: dict[str, dict[str, list[float]]] = field(default_factory=dict)
-    samples: list[dict] = field(default_factory=list)
+    policies: list[str]
+    rows: dict[str, dict[str, dict[str, list[float]]]] = field(default_factory=dict)  # policy -> cat -> metric
+    items: list[dict] = field(default_factory=list)
     questions: int = 0
     seconds: float = 0.0
-    judge: bool = False
 
-    def add(self, category: str, metric: str, value: float) -> None:
+    def add(self, policy: str, category: str, metric: str, value: float | None) -> None:
+        if value is None:
+            return
         for cat in (category, "overall"):
-            self.rows.setdefault(cat, {}).setdefault(metric, []).append(value)
+            self.rows.setdefault(policy, {}).setdefault(cat, {}).setdefault(metric, []).append(float(value))
 
-    def metric(self, cat: str, name: str) -> float | None:
-        vals = self.rows.get(cat, {}).get(name)
-        return mean(vals) if vals else None
+    def summary(self, policy: str, cat: str = "overall") -> dict[str, float]:
+        r = self.rows.get(policy, {}).get(cat, {})
+        out = {k: round(mean(v), 4) for k, v in r.items() if k != "latency_ms"}
+        lat = sorted(r.get("latency_ms", []))
+        if lat:
+            out["p95_latency_ms"] = round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 1)
+            out["n"] = len(lat)
+        return out
 
     def to_json(self) -> dict:
-        cats = sorted((c for c in self.rows if c != "overall"), key=_cat_key) + ["overall"]
+        cats = sorted({c for p in self.rows.values() for c in p if c != "overall"}, key=_cat_key) + ["overall"]
         return {"dataset": self.dataset, "questions": self.questions, "seconds": round(self.seconds, 1),
-                "reference_qa_tokens_per_question_speakermem": SPEAKERMEM_QA_TOKENS,
-                "results": {c: {k: round(mean(v), 4) for k, v in self.rows[c].items()} | {
-                    "n": len(self.rows[c].get("latency_ms", []))} for c in cats},
-                "samples": self.samples[:50]}
+                "policies": self.policies,
+                "results": {p: {c: self.summary(p, c) for c in cats if c in self.rows.get(p, {})}
+                            for p in self.policies},
+                "items": self.items}
 
     def to_markdown(self) -> str:
-        cats = sorted((c for c in self.rows if c != "overall"), key=_cat_key) + ["overall"]
-        headers = ["category", "n", "token-F1 (set)", "LoCoMo F1", "abstention acc.", "p95 latency ms",
-                   "prompt tokens"] + (["judge acc."] if self.judge else [])
-        out = []
+        headers = ["policy", "n", "right", "answer recall", "cite-hit@1", "cite-hit@3", "search recall@3",
+                   "declined (unanswerable)",
+                   "false declines", "model sentence shown", "unchecked citations", "p95 ms"]
+        rows = []
+        for p in self.policies:
+            s = self.summary(p)
+            if not s:
+                continue
+            rows.append([p, s.get("n", 0), _pct(s.get("right")), _pct(s.get("answer_recall")),
+                         _pct(s.get("cite_hit@1")), _pct(s.get("cite_hit@3")), _pct(s.get("search_recall@3")),
+                         _pct(s.get("declined_unanswerable")),
+                         _pct(s.get("false_decline")), _pct(s.get("generated_shown")),
+                         f"{sum(self.rows[p]['overall'].get('unchecked', [])):.0f}", s.get("p95_latency_ms", "-")])
+        per_cat = []
+        cats = sorted({c for p in self.rows.values() for c in p if c != "overall"}, key=_cat_key)
         for c in cats:
-            r = self.rows[c]
-            lat = sorted(r.get("latency_ms", [0]))
-            p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
-            abst = self.metric(c, "abstain_correct")
-            row = [c, len(r.get("latency_ms", [])), 100 * (self.metric(c, "set_f1") or 0),
-                   100 * (self.metric(c, "locomo_f1") or 0), "-" if abst is None else f"{100 * abst:.1f}",
-                   f"{p95:.0f}", f"{self.metric(c, 'prompt_tokens') or 0:.0f}"]
-            if self.judge:
-                j = self.metric(c, "judge")
-                row.append("-" if j is None else f"{100 * j:.1f}")
-            out.append(row)
-        return (f"### Answers on {self.dataset} ({self.questions} questions; SpeakerMem-R1 reports about "
-                f"{SPEAKERMEM_QA_TOKENS} QA input tokens per question)\n\n" + markdown_table(headers, out))
+            s = self.summary("evidence", c)
+            if s:
+                per_cat.append([c, s.get("n", 0), _pct(s.get("answer_recall")), _pct(s.get("cite_hit@1")),
+                                _pct(s.get("cite_hit@3")), _pct(s.get("declined_unanswerable")),
+                                _pct(s.get("false_decline"))])
+        return (f"### Replies on {self.dataset} ({self.questions} questions)\n\n" + markdown_table(headers, rows)
+                + "\n\nDefault (evidence) reply by category:\n\n"
+                + markdown_table(["category", "n", "answer recall", "cite-hit@1", "cite-hit@3",
+                                  "declined (unanswerable)", "false declines"], per_cat))
 
 
-def judge_answer(judge: LLM, question: str, gold: str, answer: str) -> bool:
-    prompt = ("Decide whether the answer given to a question about a conversation means the same as the "
-              "reference answer. Paraphrases count as correct.\n"
-              f"Question: {question}\nReference answer: {gold}\nGiven answer: {answer}\n"
-              "Reply with one word, Correct or Incorrect.\nVerdict:")
-    out = judge.complete(prompt, max_tokens=4, temperature=0.0, stop=["\n"], priority="background")
-    return out.text.strip().lower().startswith("correct")
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}"
 
 
-def evaluate_answers(dataset: str, *, data: str | Path | None, embedder: Embedder, llm: LLM | None,
-                     persona: PersonaVoice | None = None, limit_conversations: int | None = None,
-                     max_questions: int | None = None, store_dir: str | Path | None = None,
-                     judge: LLM | None = None, progress: bool = True) -> AnswerReport:
+def _baseline(searcher: Searcher, scope_ids: list[int], question: str) -> tuple[str, list]:
+    hits = searcher.search(scope_ids, question, k=1, mode="bm25")
+    if not hits:
+        return "", []
+    m = hits[0].message
+    return f"[1] {m.author_name} ({stamp(m.ts)}): “{' '.join(m.text.split())}”", [m]
+
+
+def evaluate_replies(dataset: str, *, data: str | Path | None, embedder: Embedder, llm: LLM | None,
+                     persona: PersonaVoice | None = None, policies: tuple[str, ...] = ("evidence", "baseline"),
+                     limit_conversations: int | None = None, max_questions: int | None = None,
+                     model_questions: int = 30, store_dir: str | Path | None = None,
+                     decline_below: float | None = None, progress: bool = True) -> ReplyReport:
+    """Score every question's reply under each policy (the model one on the first ``model_questions``)."""
     conversations = load_dataset(dataset, data)[:limit_conversations]
-    report = AnswerReport(dataset, judge=judge is not None)
+    report = ReplyReport(dataset, list(policies))
     started = time.perf_counter()
     todo = sum(min(len(c.questions), max_questions or 10**9) for c in conversations)
     bar = tqdm(total=todo, desc=f"eval answer {dataset}", unit="q", disable=not progress)
+    model_left = model_questions
     with tempfile.TemporaryDirectory(prefix="chorus-eval-") as tmp:
         folder = Path(store_dir) if store_dir else Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
@@ -155,32 +213,71 @@ def evaluate_answers(dataset: str, *, data: str | Path | None, embedder: Embedde
             try:
                 store.ingest(conv.messages)
                 searcher = Searcher(store)
-                answerer = Answerer(store, searcher, Records(store), llm, persona=persona)
+                kw = {} if decline_below is None else {"decline_below": decline_below}
+                answerer = Answerer(store, searcher, Records(store), llm, persona=persona, **kw)
                 scope_ids = [s.id for s in store.scopes()]
                 asked_at = max(m.ts for m in conv.messages) + 3600
                 for q in conv.questions[: max_questions or None]:
                     bar.update(1)
-                    t = time.perf_counter()
-                    ans = answerer.answer(scope_ids, q.question, asked_at=asked_at)
-                    latency = (time.perf_counter() - t) * 1000
-                    gold = q.answer or ""
                     report.questions += 1
-                    if q.adversarial:
-                        report.add(q.category, "abstain_correct", float(ans.abstained or abstained(ans.text)))
-                    else:
-                        report.add(q.category, "set_f1", set_token_f1(ans.text, gold))
-                        report.add(q.category, "locomo_f1", locomo_f1(ans.text, gold, q.category))
-                        report.add(q.category, "false_abstain", float(ans.abstained))
-                    report.add(q.category, "latency_ms", latency)
-                    report.add(q.category, "prepare_ms", ans.timings_ms.get("prepare_total", 0.0))
-                    report.add(q.category, "prompt_tokens", float(ans.prompt_tokens or len(ans.prompt) / 4))
-                    if judge is not None and gold:
-                        report.add(q.category, "judge", float(judge_answer(judge, q.question, gold, ans.text)))
-                    if len(report.samples) < 50:
-                        report.samples.append({"q": q.question, "gold": gold, "answer": ans.text,
-                                               "category": q.category, "abstained": ans.abstained})
+                    item = {"id": q.id, "conversation": conv.id, "category": q.category, "question": q.question,
+                            "gold": q.answer, "evidence": q.evidence, "unanswerable": q.adversarial}
+                    for policy in policies:
+                        if policy == "model" and (llm is None or model_left <= 0):
+                            continue
+                        t = time.perf_counter()
+                        search_r3 = None
+                        if q.evidence and policy != "baseline":
+                            top3 = {h.message.msg_id for h in searcher.search(scope_ids, q.question, k=3)}
+                            search_r3 = len(top3 & set(q.evidence)) / len(set(q.evidence))
+                            t = time.perf_counter()
+                        if policy == "baseline":
+                            text, cited = _baseline(searcher, scope_ids, q.question)
+                            declined, extra = not cited, {}
+                        else:
+                            ans = answerer.answer(scope_ids, q.question, asked_at=asked_at, policy=policy)  # type: ignore[arg-type]
+                            text, cited, declined = ans.text, ans.cited_messages, ans.abstained
+                            extra = {"kind": ans.draft.kind if ans.draft else "", "strength":
+                                     round(ans.draft.strength, 4) if ans.draft else 0.0,
+                                     "generated": ans.generated, "unchecked": unchecked_citations(ans, store, scope_ids)}
+                            if policy == "model":
+                                extra["model_used"] = ans.model_used
+                        latency = (time.perf_counter() - t) * 1000
+                        if policy == "model":
+                            model_left -= 1
+                        _score(report, policy, q, text, [m.msg_id for m in cited], declined, latency,
+                               {**extra, "search_recall@3": search_r3})
+                        item[policy] = {"reply": text, "cited": [m.msg_id for m in cited], "declined": declined,
+                                        "latency_ms": round(latency, 1), **extra}
+                    report.items.append(item)
             finally:
                 store.close()
     bar.close()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _score(report: ReplyReport, policy: str, q, text: str, cited: list[str], declined: bool, latency: float,
+           extra: dict) -> None:
+    cat = q.category
+    report.add(policy, cat, "latency_ms", latency)
+    report.add(policy, cat, "unchecked", float(extra.get("unchecked", 0)))
+    if q.adversarial:
+        report.add(policy, cat, "declined_unanswerable", float(declined))
+        report.add(policy, cat, "right", float(declined))
+        return
+    report.add(policy, cat, "false_decline", float(declined))
+    recall = answer_recall(text, q.answer or "")
+    report.add(policy, cat, "answer_recall", recall)
+    hit3 = True
+    if q.evidence:
+        gold = set(q.evidence)
+        hit3 = bool(gold & set(cited[:3]))
+        report.add(policy, cat, "cite_hit@1", float(bool(gold & set(cited[:1]))))
+        report.add(policy, cat, "cite_hit@3", float(hit3))
+        report.add(policy, cat, "search_recall@3", extra.get("search_recall@3"))
+    # Right, as a user would judge it: every gold answer word in the reply, a gold message among
+    # the first three shown, and no decline.
+    report.add(policy, cat, "right", float(not declined and (recall is None or recall >= 0.999) and hit3))
+    if policy == "model" and extra.get("model_used"):
+        report.add(policy, cat, "generated_shown", float(bool(extra.get("generated"))))

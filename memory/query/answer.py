@@ -1,8 +1,11 @@
-"""Answer in the persona's voice from one evidence pack, with citations that exist.
+"""Answer a question from one scope's memory: evidence first, a generated sentence only if it checks out.
 
-The model sees the evidence and rules in our own words; a post-check removes
-citation markers that point at nothing, adds the sources when the model cited
-none, and turns an answer with no evidence behind it into a plain abstention.
+The pipeline projects the question, composes the evidence pack, and builds an
+evidence-first reply (`reply.ReplyBuilder`). Under the ``model`` policy the model
+may then write one short lead sentence over the quoted messages; it is shown only
+when `support.check_sentence` finds its names, numbers and words in the messages
+it cites. Nothing the model says can add a citation, and weak evidence is declined
+before any model runs.
 """
 from __future__ import annotations
 
@@ -10,21 +13,31 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
 
 from ..errors import ModelError
 from ..llm.base import INTERACTIVE, LLM
+from ..models import StoredMessage
 from ..records import Records
 from ..search import Searcher
 from ..store import Person, Store
+from ..timefmt import stamp
 from .compose import Budgets, Composer, EvidencePack
 from .project import Projection, project
+from .reply import DECLINE, ReplyBuilder, ReplyDraft, question_stems, wants_members
+from .support import SupportResult, check_sentence, idf, sentences, stem
 
 log = logging.getLogger(__name__)
 
-ABSTAIN = "I don't have anything in this channel's memory that answers that."
+ABSTAIN = DECLINE
+Policy = Literal["evidence", "model"]
+# Below this IDF-weighted share of the question's topic words in the best quoted message the reply
+# declines. Chosen leave-one-dataset-out (docs/replies.md): the largest value keeping false declines on
+# answerable questions of the two tuning datasets at or under 10%; the same value came out for each split.
+DECLINE_BELOW = 0.34
 _CITE = re.compile(r"\[(\d{1,3})\]")
-_ABSTAIN_WORDS = re.compile(r"\b(no information|not (mentioned|say|said|know)|don'?t know|do not know|"
-                            r"cannot (tell|determine|answer)|can'?t (tell|say)|nothing (about|in))\b", re.I)
 
 
 @dataclass
@@ -37,105 +50,199 @@ class PersonaVoice:
 
 @dataclass
 class Answer:
+    """A reply as the user reads it, with the messages it cites (in the order shown)."""
+
     text: str
     pack: EvidencePack
-    cited: list[int]
+    cited: list[int]  # citation numbers as shown in ``text``
     abstained: bool
     prompt: str = ""
     prompt_tokens: int = 0
     model_used: bool = False
     timings_ms: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    draft: ReplyDraft | None = None
+    generated: str = ""  # the model's sentence when it passed the support check
+    support: SupportResult | None = None
+
+    @property
+    def cited_messages(self) -> list[StoredMessage]:
+        return [q.message for q in self.draft.quoted] if self.draft else []
 
 
 def answer_prompt(persona: PersonaVoice, question: str, evidence: str) -> str:
+    """The completion-form prompt: one sentence over the quoted messages, citing them by number."""
     return (f"You are {persona.name}, {persona.description}. You speak in a {persona.voice} way.\n"
-            "Answer the question about this group chat using only the evidence below.\n"
-            "Rules: cite the evidence you use by its number, like [2]. Keep each person's view separate and "
-            "never replace what one person thinks with what the group decided. If the evidence does not contain "
-            "the answer, say plainly that you don't know.\n\n"
+            "Below are messages from a group chat. Answer the question in one short sentence, using only "
+            "words and facts from these messages, and put the number of each message you used in brackets, "
+            "like [1]. If they do not answer it, write: I don't know.\n\n"
             f"{evidence}\n\nQuestion: {question.strip()}\nAnswer:")
 
 
+def without_names(question: str, roster: list[Person]) -> str:
+    """The question with members' names taken out, so closeness in meaning is about the topic.
+
+    Stored vectors embed "author: text"; a name in the question would pull every message of that
+    person closer, whatever it says.
+    """
+    names = sorted({n for p in roster for n in (*p.names(), p.display_name.split()[0]) if len(n) > 1},
+                   key=len, reverse=True)
+    if not names:
+        return question
+    pattern = re.compile(r"(?<!\w)(" + "|".join(re.escape(n) for n in names) + r")(?:'s|’s)?(?!\w)", re.I)
+    stripped = " ".join(pattern.sub(" ", question).split())
+    return stripped or question
+
+
 class Answerer:
-    """The query pipeline end to end: project, compose, answer, post-check."""
+    """The query pipeline end to end: project, compose, evidence-first reply, optional checked sentence."""
 
     def __init__(self, store: Store, searcher: Searcher, records: Records, llm: LLM | None, *,
                  persona: PersonaVoice | None = None, budgets: Budgets | None = None,
-                 max_new_tokens: int = 64) -> None:
+                 max_new_tokens: int = 48, policy: Policy = "evidence",
+                 decline_below: float = DECLINE_BELOW, decline_missing: float | None = None) -> None:
         self.store = store
+        self.searcher = searcher
         self.composer = Composer(store, searcher, records, budgets)
         self.llm = llm
         self.persona = persona or PersonaVoice()
         self.max_new_tokens = max_new_tokens
+        self.policy: Policy = policy
+        self.builder = ReplyBuilder(decline_below=decline_below) if decline_missing is None else \
+            ReplyBuilder(decline_below=decline_below, decline_missing=decline_missing)
 
     def prepare(self, scope_ids: list[int], question: str, *, asked_at: float | None = None,
                 asker_id: str | None = None, exclude: frozenset[int] = frozenset(),
                 **ablations: bool) -> tuple[EvidencePack, str, dict[str, str]]:
-        """Everything up to the model call: the pack and the prompt (no generation)."""
+        """Everything up to the reply: the pack and its rendered evidence (no generation)."""
         t = time.perf_counter()
-        roster: list[Person] = [p for sid in scope_ids for p in self.store.roster(sid)]
+        roster = self.roster(scope_ids)
         projection: Projection = project(question, roster, asked_at=asked_at or time.time(), asker_id=asker_id)
         t_project = (time.perf_counter() - t) * 1000
         pack = self.composer.compose(scope_ids, question, projection, roster, exclude=exclude, **ablations)
         pack.timings_ms["project"] = t_project
         names = {p.person_id: p.display_name for p in roster}
-        prompt = answer_prompt(self.persona, question, pack.render(names))
+        evidence = pack.render(names)
         pack.timings_ms["prepare_total"] = (time.perf_counter() - t) * 1000
-        return pack, prompt, names
+        return pack, evidence, names
 
-    def answer(self, scope_ids: list[int], question: str, **kw) -> Answer:
-        pack, prompt, _ = self.prepare(scope_ids, question, **kw)
+    def roster(self, scope_ids: list[int]) -> list[Person]:
+        return [p for sid in scope_ids for p in self.store.roster(sid)]
+
+    def answer(self, scope_ids: list[int], question: str, *, policy: Policy | None = None, **kw) -> Answer:
+        """The reply to ``question``; ``policy`` overrides the configured one for this call."""
+        t0 = time.perf_counter()
+        pack, evidence, _ = self.prepare(scope_ids, question, **kw)
         timings = dict(pack.timings_ms)
-        if not pack.cites:
-            return Answer(ABSTAIN, pack, [], True, prompt, timings_ms=timings, notes=["no evidence found"])
-        notes: list[str] = []
-        text = ""
-        prompt_tokens = 0
-        if self.llm is not None:
-            t = time.perf_counter()
-            try:
-                out = self.llm.complete(prompt, max_tokens=self.max_new_tokens, temperature=0.0,
-                                        stop=["\nQuestion:", "\n\n"], priority=INTERACTIVE)
-                text = " ".join(out.text.split())
-                prompt_tokens = out.prompt_tokens
-            except ModelError as exc:
-                log.warning("answer model failed: %s", exc)
-                notes.append(f"model unavailable: {exc}")
-            timings["generate"] = (time.perf_counter() - t) * 1000
-        if not text:
-            return self._evidence_only(pack, prompt, timings, notes)
-        text, cited, dropped = self.post_check(text, pack)
-        if dropped:
-            notes.append(f"dropped citations that point at nothing: {dropped}")
-        abstained = bool(_ABSTAIN_WORDS.search(text)) and not cited
-        if not cited and not abstained:
-            cited = [c.n for c in pack.cites[:3]]
-            text += " (sources: " + " ".join(f"[{n}]" for n in cited) + ")"
-        return Answer(text, pack, cited, abstained, prompt, prompt_tokens, True, timings, notes)
+        exclude = kw.get("exclude", frozenset())
+        draft = self.draft(scope_ids, question, pack, exclude)
+        timings["reply"] = (time.perf_counter() - t0) * 1000 - timings.get("prepare_total", 0.0)
+        ans = Answer(draft.text(), pack, [q.n for q in draft.quoted], draft.declined, timings_ms=timings,
+                     notes=list(draft.notes), draft=draft)
+        if (policy or self.policy) == "model" and self.llm is not None and draft.kind == "evidence" \
+                and draft.quoted:
+            self._generate(question, ans)
+        timings["total"] = (time.perf_counter() - t0) * 1000
+        return ans
+
+    def draft(self, scope_ids: list[int], question: str, pack: EvidencePack,
+              exclude: frozenset[int] = frozenset()) -> ReplyDraft:
+        """The evidence-first reply for a composed pack (deterministic, no model)."""
+        roster = self.roster(scope_ids)
+        ranked = [m for m in pack.ranked(10) if m.id not in exclude and not m.to_bot]
+        stems = question_stems(question, roster)
+        weights, unseen = self.term_weights(stems)
+        members = [p.person_id for p in roster if not p.is_bot]
+        per_author = None
+        if members and wants_members(question, len(pack.projection.people)):
+            found = self.searcher.best_by_authors(scope_ids, pack.projection.issue, members)
+            per_author = {a: m for a, m in found.items() if m.id not in exclude and not m.to_bot}
+        known = self.known_words(question)
+        sims = self.similarities(without_names(question, roster),
+                                 [m.id for m in ranked] + [m.id for m in (per_author or {}).values()])
+        return self.builder.build(question, pack, ranked, roster, weights, per_author=per_author,
+                                  known_words=known, sims=sims, unseen=unseen)
+
+    def similarities(self, text: str, ids: list[int]) -> dict[int, float]:
+        """Cosine of the question to each stored message vector (none when the embedder is unavailable)."""
+        if self.store.embedder is None or not ids:
+            return {}
+        qv = self.searcher.vector_or_none(text)
+        if qv is None:
+            return {}
+        q = np.asarray(qv, dtype=np.float32).reshape(-1)
+        q = q / (float(np.linalg.norm(q)) or 1.0)
+        return {i: float(v @ q / (float(np.linalg.norm(v)) or 1.0)) for i, v in self.store.vectors_of(ids).items()}
+
+    def term_weights(self, stems: list[str]) -> tuple[dict[str, float], set[str]]:
+        """IDF of each stem over the store's message index, and the stems no message holds.
+
+        Rare words say more about relevance; a topic word the channel never used says it cannot
+        hold the answer. The index spans every scope of the file, which is what IDF needs.
+        """
+        if not stems:
+            return {}, set()
+        with self.store.read() as conn:
+            n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0] or 1
+            df = dict(conn.execute(f"SELECT term, doc FROM messages_fts_vocab WHERE term IN "
+                                   f"({','.join('?' * len(stems))})", stems).fetchall())
+        return {s: idf(int(df.get(s, 0)), n) for s in stems}, {s for s in stems if not df.get(s)}
+
+    def known_words(self, question: str) -> set[str]:
+        """Capitalised words of the question that occur somewhere in the stored messages."""
+        words = {w.casefold() for w in re.findall(r"(?<![\w'’])[A-Z][a-z]{2,}", question)}
+        if not words:
+            return set()
+        by_stem = {stem(w): w for w in words}
+        with self.store.read() as conn:
+            found = {r[0] for r in conn.execute(f"SELECT term FROM messages_fts_vocab WHERE term IN "
+                                                f"({','.join('?' * len(by_stem))})", list(by_stem))}
+        return {by_stem[s] for s in found}
+
+    # ------------------------------------------------------------------ the model's sentence
+    def _generate(self, question: str, ans: Answer) -> None:
+        draft = ans.draft
+        assert draft is not None
+        evidence = "\n".join(f"[{q.n}] {q.message.author_name} ({stamp(q.message.ts)[:10]}): {q.quote}"
+                             for q in draft.quoted)
+        ans.prompt = answer_prompt(self.persona, question, evidence)
+        t = time.perf_counter()
+        try:
+            out = self.llm.complete(ans.prompt, max_tokens=self.max_new_tokens, temperature=0.0,  # type: ignore[union-attr]
+                                    stop=["\nQuestion:", "\n\n", "\n["], priority=INTERACTIVE)
+        except ModelError as exc:
+            log.warning("answer model failed: %s", exc)
+            ans.notes.append(f"model unavailable: {exc}")
+            return
+        finally:
+            ans.timings_ms["generate"] = (time.perf_counter() - t) * 1000
+        ans.model_used = True
+        ans.prompt_tokens = out.prompt_tokens
+        text = " ".join(out.text.split())
+        sentence, result = self.check(text, draft)
+        ans.support = result
+        if sentence:
+            ans.generated = sentence
+            draft.lead = sentence
+            ans.text = draft.text()
+        else:
+            ans.notes.append(f"model sentence not shown ({result.reason}): {text[:200]!r}")
 
     @staticmethod
-    def post_check(text: str, pack: EvidencePack) -> tuple[str, list[int], list[int]]:
-        """Remove [n] markers that cite nothing; return the text, real citations and dropped ones."""
-        valid = {c.n for c in pack.cites}
-        cited: list[int] = []
-        dropped: list[int] = []
-
-        def fix(m: re.Match) -> str:
-            n = int(m.group(1))
-            if n in valid:
-                if n not in cited:
-                    cited.append(n)
-                return m.group(0)
-            dropped.append(n)
-            return ""
-
-        cleaned = re.sub(r"\s+([.,;:!?])", r"\1", _CITE.sub(fix, text)).strip()
-        return cleaned, cited, dropped
-
-    def _evidence_only(self, pack: EvidencePack, prompt: str, timings: dict, notes: list[str]) -> Answer:
-        """No model output: show the best evidence itself, best first."""
-        by_id = {c.message.id: c.n for c in pack.cites}
-        ranked = [by_id[h.message.id] for h in pack.hits if h.message.id in by_id][:3] or [pack.cites[0].n]
-        return Answer("Here is what I remember that looks relevant: " + " ".join(f"[{n}]" for n in ranked),
-                      pack, ranked, False, prompt, timings_ms=timings, notes=notes)
+    def check(text: str, draft: ReplyDraft) -> tuple[str, SupportResult]:
+        """The model's answer if every sentence passes the support check against what it cites, else ''."""
+        quoted = {q.n: q for q in draft.quoted}
+        kept: list[str] = []
+        result = SupportResult(False, reason="empty answer")
+        for sentence in sentences(text)[:2]:
+            marks = [int(n) for n in _CITE.findall(sentence)]
+            unknown = [n for n in marks if n not in quoted]
+            if unknown:
+                return "", SupportResult(False, reason=f"cites [{unknown[0]}], which the reply does not show")
+            cited = {n: f"{quoted[n].message.author_name}: {quoted[n].message.text}" for n in dict.fromkeys(marks)}
+            names = [quoted[n].message.author_name for n in cited]
+            result = check_sentence(sentence, cited, known_names=names)
+            if not result.ok:
+                return "", result
+            kept.append(sentence)
+        return " ".join(kept), result

@@ -85,22 +85,30 @@ class EvidencePack:
         Track 1's hits. A message both tracks found rises; neither track can push the
         other's best items out of a small budget.
         """
-        provenance: list[str] = []
+        return [m.msg_id for m in self.ranked(k, track1=track1, track2=track2, person_rows=person_rows,
+                                              group_rows=group_rows)]
+
+    def ranked(self, k: int, *, track1: bool = True, track2: bool = True, person_rows: bool = True,
+               group_rows: bool = True) -> list[StoredMessage]:
+        """The evidence messages best first (see `message_ids`): what a reply quotes."""
+        provenance: list[StoredMessage] = []
         if track2:
             rows = [r for r in self.rows
                     if not ((r.key == GROUP and not group_rows) or (r.key != GROUP and not person_rows))]
             for level in range(max((len(r.items) for r in rows), default=0)):
                 for row in rows:
                     if level < len(row.items) and row.items[level].cite:
-                        mid = row.items[level].cite.message.msg_id
-                        if mid not in provenance:
-                            provenance.append(mid)
-        hits = [h.message.msg_id for h in self.hits] if track1 else []
-        score: dict[str, float] = {}
+                        m = row.items[level].cite.message
+                        if all(p.id != m.id for p in provenance):
+                            provenance.append(m)
+        hits = [h.message for h in self.hits] if track1 else []
+        score: dict[int, float] = {}
+        by_id: dict[int, StoredMessage] = {}
         for ranked in (hits, provenance):  # a tie goes to the verbatim hit
-            for rank, mid in enumerate(ranked, 1):
-                score[mid] = score.get(mid, 0.0) + 1.0 / (_FUSION_K + rank)
-        return sorted(score, key=lambda m: -score[m])[:k]
+            for rank, m in enumerate(ranked, 1):
+                by_id.setdefault(m.id, m)
+                score[m.id] = score.get(m.id, 0.0) + 1.0 / (_FUSION_K + rank)
+        return [by_id[i] for i in sorted(score, key=lambda i: -score[i])[:k]]
 
     def render(self, names: dict[str, str]) -> str:
         """The evidence text handed to the answer model."""

@@ -1,0 +1,191 @@
+"""Replies a user can trust: evidence first, plain declines, rows per member, bot traffic never evidence."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from adapters.console import ConsoleChat
+from bot.app import Bot
+from bot.config import Settings
+from memory.eval.answer import evaluate_replies, unchecked_citations
+from memory.models import ScopeKey
+from memory.query.answer import Answerer
+from memory.query.reply import DECLINE, quote_of
+from memory.query.support import check_sentence, numbers
+from memory.records import Records
+from memory.search import Searcher
+from tests.conftest import msg
+
+CHATS = Path(__file__).parent / "data" / "chats"
+# The README's suggested questions over the console demo, with the message that answers each and the
+# words a reply must show.
+DEMO = [
+    ("where are we having dinner?", "Decision: pizza by the river", ["pizza", "river"]),
+    ("who has the key to the club house?", "Leo has the spare key", ["Leo", "key"]),
+    ("what did Priya say about spicy food?", "too spicy after my surgery", ["spicy", "surgery"]),
+    ("what is the rule for the night?", "Rule for the night", ["work", "round"]),
+    ("when is Priya's physio?", "physio moved to Friday evening", ["Friday", "evening"]),
+]
+
+
+@pytest.fixture
+def demo_bot(tmp_path, embedder):
+    settings = Settings.model_validate({"store": {"path": str(tmp_path / "c.db")}, "writer": {"enabled": False}})
+    bot = Bot(settings, embedder=embedder, load_models=False)
+    out = io.StringIO()
+    chat = ConsoleChat(bot, io.StringIO(), out)
+    chat.load_demo()
+    yield bot, chat, out
+    bot.close()
+
+
+def ask(chat: ConsoleChat, out: io.StringIO, line: str) -> str:
+    out.truncate(0)
+    out.seek(0)
+    chat.handle(line)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("question, first, words", DEMO)
+def test_demo_questions_lead_with_the_right_message(demo_bot, question, first, words):
+    bot, _, _ = demo_bot
+    reply = bot.ask(ScopeKey("console", "local", "general"), question)
+    assert reply.citations, reply.text
+    assert first in bot.store.messages([reply.citations[0].message_id])[0].text, reply.text
+    for w in words:
+        assert w.casefold() in reply.text.casefold(), reply.text
+    assert not reply.data["abstained"]
+
+
+def test_questions_to_the_bot_are_never_evidence(demo_bot):
+    bot, chat, out = demo_bot
+    first = ask(chat, out, "alice: @chorus where are we having dinner?")
+    second = ask(chat, out, "bob: @chorus where are we having dinner?")
+    assert "@chorus" not in first and "@chorus" not in second
+    sid = bot.store.scope_id(chat.key)
+    with bot.store.read() as conn:
+        stored = conn.execute("SELECT count(*), min(embedded) FROM messages WHERE bot_traffic = 1 AND scope_id = ?",
+                              (sid,)).fetchone()
+        fts = conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'chorus'").fetchone()[0]
+    assert stored == (2, 2) and fts == 0  # kept for the record, indexed nowhere
+    hits = bot.searcher.search([sid], "where are we having dinner", k=20)
+    assert all(not h.message.to_bot for h in hits)
+    assert "alice" not in [p.person_id for p in bot.store.roster(sid)]  # asking does not make a member
+
+
+def test_bot_traffic_is_not_writer_input(demo_bot):
+    from memory.llm.fake import ScriptedLLM
+    from memory.writer.writer import Writer
+
+    bot, chat, out = demo_bot
+    ask(chat, out, "alice: @chorus who has the key?")
+    writer = Writer(bot.store, ScriptedLLM(['{"actions": []}'] * 5), records=bot.records)
+    windows = writer.pending(force=True)
+    assert windows and all(not m.to_bot for w in windows for m in w.messages)
+
+
+def test_unanswerable_questions_decline_without_inventing(demo_bot):
+    bot, _, _ = demo_bot
+    key = ScopeKey("console", "local", "general")
+    for q in ("how much was the electricity bill?", "what did the plumber charge?"):
+        reply = bot.ask(key, q)
+        assert reply.data["abstained"] and reply.text.startswith(DECLINE), reply.text
+        assert not numbers(reply.text.split("\n")[0])
+
+
+@pytest.mark.parametrize("question, expect", [
+    ("", "Ask me something"),
+    ("hi", "Ask me about something said in this channel"),
+    ("what did Bob say about pizza?", "I don't know anyone called Bob"),
+    ("¿dónde vamos a cenar el viernes?", DECLINE),
+])
+def test_bad_questions_get_a_clear_reply(demo_bot, question, expect):
+    bot, _, _ = demo_bot
+    reply = bot.ask(ScopeKey("console", "local", "general"), question)
+    assert expect in reply.text and "[1]" not in reply.text.split("\n")[0]
+
+
+def test_empty_channel_gets_a_clear_reply(demo_bot):
+    bot, _, _ = demo_bot
+    reply = bot.ask(ScopeKey("console", "local", "nobody-here"), "where are we having dinner?")
+    assert "memory of this channel" in reply.text and not reply.citations
+
+
+def test_each_person_lists_every_member(demo_bot):
+    bot, _, _ = demo_bot
+    reply = bot.ask(ScopeKey("console", "local", "general"), "what does everyone think about the Thai place?")
+    authors = [c.author for c in reply.citations]
+    assert reply.data["kind"] == "each" and len(authors) == len(set(authors))
+    assert "Leo" in authors and "Priya" in authors
+
+
+def test_change_questions_show_earlier_then_latest(tmp_path, embedder):
+    from memory.store import Store
+
+    store = Store(tmp_path / "s.db", embedder=embedder)
+    store.ingest([msg(1, "Book club is on Tuesday at Ana's flat", author="Ana"),
+                  msg(2, "I'll bring crisps", author="Ben"),
+                  msg(3, "Plumber on Tuesday, so book club moves to Thursday at the library cafe", author="Ana")])
+    sid = store.scopes()[0].id
+    ans = Answerer(store, Searcher(store), Records(store), None).answer(
+        [sid], "Where was book club before it changed?")
+    lines = ans.text.splitlines()
+    assert ans.draft.kind == "change" and "earlier" in lines[1] and "Tuesday at Ana's flat" in lines[1]
+    assert "latest" in lines[-1] and "Thursday" in lines[-1]
+    store.close()
+
+
+def test_who_hasnt_uses_the_roster(tmp_path, embedder):
+    from memory.store import Store
+
+    store = Store(tmp_path / "s.db", embedder=embedder)
+    store.ingest([msg(1, "Deposit is 15 each, send it to me", author="Raj"),
+                  msg(2, "Paid the deposit to Raj", author="Kai"), msg(3, "Paid my deposit too", author="Lena"),
+                  msg(4, "Can't wait for the hike!", author="Sofia")])
+    sid = store.scopes()[0].id
+    ans = Answerer(store, Searcher(store), Records(store), None).answer([sid], "Who hasn't paid the deposit?")
+    lead = ans.text.splitlines()[0]
+    assert ans.draft.kind == "absent" and "Sofia" in lead and "Kai" not in lead and "Lena" not in lead
+    store.close()
+
+
+def test_support_check_rules():
+    cited = {1: "Maya: Decision: pizza by the river, Friday the 14th at 7pm."}
+    assert check_sentence("Maya decided on pizza by the river on Friday at 7pm [1].", cited).ok
+    assert not check_sentence("Pizza by the river on Friday at 8pm [1].", cited).ok  # wrong number
+    assert not check_sentence("Leo chose pizza by the river [1].", cited, known_names=["Leo"]).ok  # wrong person
+    assert not check_sentence("Dinner costs a fortune at the harbour [1].", cited).ok  # words not there
+    assert not check_sentence("Pizza by the river.", {}).ok  # cites nothing
+
+
+def test_verifier_catches_a_tampered_reply(vstore):
+    vstore.ingest([msg(1, "The rehearsal is on Thursday at 8pm", author="Ann")])
+    sid = vstore.scopes()[0].id
+    ans = Answerer(vstore, Searcher(vstore), Records(vstore), None).answer([sid], "When is the rehearsal?")
+    assert unchecked_citations(ans, vstore, [sid]) == 0
+    ans.text = ans.text.replace("8pm", "9pm")
+    assert unchecked_citations(ans, vstore, [sid]) == 1
+    ans.text += "\nIt was moved [2]."
+    assert unchecked_citations(ans, vstore, [sid]) == 2
+
+
+def test_long_messages_are_quoted_around_the_matching_sentence():
+    text = ("We talked about a lot of things today. " * 8 + "The venue is the old boathouse on the lake. "
+            + "Anyway, see you all soon. " * 6)
+    q = quote_of(text, ["venu", "boathous"])
+    assert "old boathouse" in q and len(q) <= 250 and q.startswith("…")
+
+
+def test_own_question_set_replies(embedder):
+    report = evaluate_replies("socialmem", data=CHATS, embedder=embedder, llm=None, policies=("evidence",),
+                              progress=False)
+    s = report.summary("evidence")
+    unanswerable = [i for i in report.items if i["unanswerable"]]
+    wrong = [(i["question"], i["evidence"]["reply"]) for i in report.items if not i["unanswerable"] and
+             not (not i["evidence"]["declined"])]
+    assert unanswerable and all(i["evidence"]["declined"] for i in unanswerable), \
+        [i["evidence"]["reply"] for i in unanswerable if not i["evidence"]["declined"]]
+    assert s["right"] >= 0.9, (s, wrong)
+    assert sum(report.rows["evidence"]["overall"]["unchecked"]) == 0
