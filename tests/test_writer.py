@@ -188,7 +188,8 @@ def test_extractive_schema_names_messages_and_system_fills_quotes(chat):
     schema = action_schema(["Ann", "Bob"], ["E4"], 8, extractive=[("Ann", "I  adopted\na cat"), ("Bob", "x")])
     variants = schema["properties"]["actions"]["items"]["anyOf"]
     assert all("content" not in v["properties"] and "source" not in v["properties"] for v in variants)
-    group = [v for v in variants if v["properties"].get("owner", {}).get("enum") == ["GROUP"]]
+    group = [v for v in variants if v["properties"].get("owner", {}).get("enum", [v["properties"].get("owner", {}).get(
+        "const")]) == ["GROUP"]]
     assert set(group[0]["properties"]["layer"]["enum"]) == {"group_interaction", "group_insight"}
     assert variants[0]["properties"]["msg"]["enum"] == [1, 2]
 

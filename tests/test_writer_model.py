@@ -69,3 +69,43 @@ def test_real_model_cannot_be_steered_by_chat(tmp_path, llm):
     checked, failing = reverify_store(store, 0.5)
     assert failing == []
     store.close()
+
+
+def test_real_model_files_the_demo_chat_right(tmp_path, llm):
+    """The demo chat through the shipped model (extractive, as configured for it) and the cue proposer."""
+    from memory.records import GROUP
+    from memory.writer.insights import Persona
+
+    [conv] = load_dataset("jsonl", Path(__file__).resolve().parents[1] / "bot" / "demo" / "demo.jsonl")
+    store = Store(tmp_path / "demo.db")
+    store.ingest(conv.messages)
+    records = Records(store)
+    attach(store, records)
+    writer = Writer(store, llm, config=WriterConfig(extractive=True, max_new_tokens=700), records=records,
+                    persona=Persona("Chorus", "the team's memory", "warm", "plans and who does what"),
+                    clock=lambda: 2_000_000_000.0)
+    results = writer.run_pending(force=True)
+    assert results and all(r.status == "committed" for r in results)
+    sid = store.scopes()[0].id
+    heads = records.heads([sid])
+    by_id = {m.id: m for m in store.messages(list({i for r in heads
+                                                    for i in records.get([r.id], with_sources=True)[0].sources}))}
+    names = {p.person_id: p.display_name for p in store.roster(sid)}
+    facts = [r for r in heads if r.layer != "persona_insight"]
+    for r in facts:                                   # 0 misattributed records
+        [src] = records.get([r.id], with_sources=True)[0].sources
+        m = by_id[src]
+        if r.layer == "per_speaker_core":
+            assert r.owner == m.author_id, (r.content, names.get(r.owner))
+        elif r.layer == "per_speaker_profile":
+            assert r.owner != m.author_id and names[r.owner].casefold() in m.text.casefold()
+    sources = {r.id: by_id[records.get([r.id], with_sources=True)[0].sources[0]].text for r in facts}
+    group = {sources[r.id][:18] for r in facts if r.owner == GROUP}
+    assert {"Decision: pizza by", "Rule for the night"} <= group
+    texts = [sources[r.id] for r in facts]
+    assert len(texts) == len(set(texts))              # no message filed twice
+    for r in heads:
+        if r.layer == "persona_insight":              # every insight rests on a committed fact
+            cited = records.get([r.id], with_sources=True)[0]
+            assert cited.sources and set(cited.sources) <= {i for f in facts
+                                                            for i in records.get([f.id], with_sources=True)[0].sources}

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..models import StoredMessage
-from ..records import GROUP, GROUP_LAYERS, PERSON_LAYERS, WRITER_UTYPES, Record
+from ..records import Record
 from ..timefmt import stamp
+from .schema import grammar_schema, output_model
 
 INSTRUCTIONS = """You keep the long-term memory of a group chat. Read the new messages and write down what is
 worth remembering about the people and the group, as JSON actions.
@@ -94,49 +95,12 @@ def action_schema(people: Sequence[str], entry_ids: Sequence[str], max_items: in
                   extractive: Sequence[tuple[str, str]] | None = None) -> dict:
     """JSON schema of the output: the grammar keeps owners in the roster and layers valid.
 
+    Built from the pydantic models in schema.py (the ones the gate validates with).
     ``msg`` (the number of the message a memory comes from) is our addition to the
     action format: choosing it first anchors small models to one real message.
     With ``extractive`` ((author, text) per window message) an action names a message
     instead of wording content: the record quotes that message and its author is the
     source. Tiny models then only decide what matters, whom it concerns and how to file it.
     """
-    def add(msg: dict, owners: list[str], source: dict, layers: tuple[str, ...], content: dict) -> dict:
-        # Field order is the order the model writes them: where from, who, then the content last.
-        return {"type": "object", "properties": {
-            "op": {"const": "ADD"}, "msg": msg, "owner": {"enum": owners}, "source": source,
-            "layer": {"enum": list(layers)}, "utype": {"enum": list(WRITER_UTYPES)}, "content": content},
-            "required": ["op", "msg", "owner", "source", "layer", "utype", "content"], "additionalProperties": False}
-
-    def update(msg: dict, content: dict) -> dict:
-        return {"type": "object", "properties": {
-            "op": {"const": "UPDATE"}, "msg": msg, "entry_id": {"enum": list(entry_ids)}, "content": content},
-            "required": ["op", "msg", "entry_id", "content"], "additionalProperties": False}
-
-    persons = sorted(set(people))
-    variants: list[dict] = []
-    if extractive:
-        # The record quotes message N and its author is the source, so the model only picks N, the
-        # owner and the filing; the system fills source and content from N (like other coordinates).
-        msg = {"type": "integer", "enum": list(range(1, len(extractive) + 1))}
-        for owners, layers in ((persons, PERSON_LAYERS), ([GROUP], GROUP_LAYERS)):
-            variants.append({"type": "object", "properties": {
-                "op": {"const": "ADD"}, "msg": msg, "owner": {"enum": owners}, "layer": {"enum": list(layers)},
-                "utype": {"enum": list(WRITER_UTYPES)}},
-                "required": ["op", "msg", "owner", "layer", "utype"], "additionalProperties": False})
-        if entry_ids:
-            variants.append({"type": "object", "properties": {
-                "op": {"const": "UPDATE"}, "msg": msg, "entry_id": {"enum": list(entry_ids)}},
-                "required": ["op", "msg", "entry_id"], "additionalProperties": False})
-    else:
-        msg = {"type": "integer", "enum": list(range(1, n_messages + 1))}
-        content = {"type": "string", "maxLength": 200}
-        source = {"enum": persons}
-        variants += [add(msg, persons, source, PERSON_LAYERS, content),
-                     add(msg, [GROUP], source, GROUP_LAYERS, content)]
-        if entry_ids:
-            variants.append(update(msg, content))
-    # NOOP is not offered to the grammar: an empty list says "nothing new", and tiny models
-    # otherwise fill the whole budget with NOOPs. The verifier still accepts NOOP from other backends.
-    return {"type": "object", "properties": {"actions": {"type": "array", "items": {"anyOf": variants},
-                                                         "maxItems": max_items}},
-            "required": ["actions"], "additionalProperties": False}
+    n = len(extractive) if extractive else n_messages
+    return grammar_schema(output_model(people, entry_ids, max_items, n, extractive=bool(extractive)))

@@ -17,8 +17,7 @@ from ..store import Person
 from .attribution import check_filing
 from .cues import People
 from .grounding import contained, ground, near_duplicate, steering_reason
-
-MAX_CONTENT_CHARS = 400
+from .schema import MAX_CONTENT_CHARS, Add, Noop, validate_action  # noqa: F401  (MAX_CONTENT_CHARS re-exported)
 
 
 @dataclass
@@ -137,20 +136,12 @@ def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: Roste
 def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steering: list[str | None],
            roster: RosterIndex, heads: dict[int, Record], threshold: float,
            scope_id: int) -> tuple[str | None, NewRecord | None]:
-    if not isinstance(action, dict):
-        return "an action must be a JSON object", None
-    op = str(action.get("op", action.get("type", ""))).upper()
-    if op == "NOOP":
+    model, why = validate_action(action)
+    if model is None:
+        return why, None
+    if isinstance(model, Noop):
         return "noop", None
-    if op not in ("ADD", "UPDATE"):
-        return f"unknown op {action.get('op')!r} (expected ADD, UPDATE or NOOP)", None
-    content = action.get("content")
-    if not isinstance(content, str) or not content.strip():
-        return "content is missing or empty", None
-    content = " ".join(content.split())
-    if len(content) > MAX_CONTENT_CHARS:
-        return f"content is {len(content)} characters; one record holds one statement (<= {MAX_CONTENT_CHARS})", None
-
+    op, content = model.op, model.content
     target: Record | None = None
     if op == "UPDATE":
         rid = parse_entry_id(action.get("entry_id", ""))
@@ -163,12 +154,11 @@ def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steer
         if near_duplicate(content, target.content, 0.95):
             return f"UPDATE does not change E{target.id}", None
     else:
-        layer = action.get("layer")
-        if layer not in WRITER_LAYERS:
-            return f"layer {layer!r} is not one of {', '.join(WRITER_LAYERS)}", None
-        utype = action.get("utype")
-        if utype not in WRITER_UTYPES:
-            return f"utype {utype!r} is not one of {', '.join(WRITER_UTYPES)}", None
+        if not isinstance(model, Add):
+            model, why = validate_action({**action, "op": "ADD"})  # an UPDATE of an unknown entry, added instead
+            if model is None:
+                return why, None
+        layer, utype = model.layer, model.utype
         owner = roster.resolve(action.get("owner"))
         if owner is None:
             return f"owner {action.get('owner')!r} is not in this channel's roster (nor GROUP)", None
