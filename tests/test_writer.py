@@ -223,3 +223,22 @@ def test_msg_hint_picks_provenance(chat):
     w.run_pending()
     rec = w.records.heads([chat.scopes()[0].id])[0]
     assert chat.messages(w.records.get([rec.id], with_sources=True)[0].sources)[0].msg_id == "4"
+
+
+def test_one_schema_for_grammar_and_gate():
+    """The grammar is the pydantic output model's JSON schema; the gate validates with the same field types."""
+    from memory.writer.prompt import action_schema
+    from memory.writer.schema import validate_action
+
+    schema = action_schema(["Ann", "Bob"], [], 8, n_messages=3)
+    [person, group] = schema["properties"]["actions"]["items"]["anyOf"]
+    assert list(person["properties"]) == ["op", "msg", "owner", "source", "layer", "utype", "content"]
+    assert person["additionalProperties"] is False and "$ref" not in json.dumps(schema)
+    assert person["properties"]["layer"]["enum"] == ["per_speaker_core", "per_speaker_profile"]
+    ok, why = validate_action({"type": "add", "owner": "Ann", "source": "Ann", "layer": "per_speaker_core",
+                               "utype": "fact", "content": "  likes\n tea "})
+    assert why is None and ok.op == "ADD" and ok.content == "likes tea"   # other backends' spelling, flattened
+    assert validate_action({"op": "ADD", "owner": "Ann", "source": "Ann", "layer": "per_speaker_core",
+                            "utype": "gossip", "content": "x"})[1].startswith("utype 'gossip' is not one of")
+    assert validate_action({"op": "ADD", "owner": "Ann", "source": "Ann", "layer": "nowhere", "utype": "fact",
+                            "content": ""})[1] == "content is missing or empty"
