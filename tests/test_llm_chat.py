@@ -175,7 +175,7 @@ def test_smollm2_runs_a_writer_window_and_an_answer_in_chat_form(smollm2, store)
     assert result.status == "committed", result.error
     assert result.completion.form == "chat" and result.parsed
     ans = Answerer(store, Searcher(store), records, smollm2, policy="model").answer(
-        [sid], "Which instrument does Ben play?")
+        [sid], "What does Ben play in the brass band?")
     assert ans.text and ans.model_used and ans.cited_messages
     assert not ans.generated or ans.support.ok  # a model sentence is shown only when its check passed
 

@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -238,14 +239,16 @@ def test_writer_commits_nothing_from_a_failing_server(scripted, store):
 def start_server(model_path: str, n_ctx: int = 4096) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")  # idle llama.cpp threads must not spin on a shared box
+    log = tempfile.TemporaryFile()  # not a pipe: llama.cpp's load log would fill it and block the server
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1",
                              "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited: {proc.stderr.read().decode()[-800:]}")
+            log.seek(0)
+            raise RuntimeError(f"llama_cpp.server exited: {log.read().decode(errors='replace')[-800:]}")
         try:
             with urllib.request.urlopen(url + "/models", timeout=2):
                 return proc, url
@@ -306,7 +309,7 @@ def answer_once(store, llm, sid: int):
     from memory.query.answer import Answerer
 
     return Answerer(store, Searcher(store), Records(store), llm, policy="model").answer(
-        [sid], "Which instrument does Ben play?")
+        [sid], "What does Ben play in the brass band?")
 
 
 @pytest.mark.model
@@ -337,3 +340,22 @@ def test_shipped_gemma_through_the_server_in_completion_form(gemma_server, store
     assert result.completion.form == "completion" and result.completion.structured == "grammar"
     ans = answer_once(store, llm, sid)
     assert ans.text and ans.model_used
+
+
+@pytest.mark.parametrize("owner, chat_field, completion_fields", [
+    ("llamacpp", {"type": "json_schema"}, {"json_schema", "response_format"}),
+    ("me", {"type": "json_object"}, {"grammar"}),
+    ("vllm", {"type": "json_schema"}, {"json_schema", "response_format"}),
+])
+def test_each_server_kind_gets_the_structured_fields_it_reads(scripted, owner, chat_field, completion_fields):
+    pytest.importorskip("llama_cpp", reason="grammar mode converts the schema with llama-cpp-python")
+    server = scripted([(200, chat_body('{"city": "Rome"}')), (200, completion_body('{"city": "Rome"}'))],
+                      owned_by=owner)
+    llm = client(server)
+    assert llm.chat(messages_of(None, "city?"), max_tokens=9, json_schema=SCHEMA).text == '{"city": "Rome"}'
+    llm.complete("city:", max_tokens=9, json_schema=SCHEMA)
+    (_, chat), (_, completion) = server.requests
+    assert {k: v for k, v in chat["response_format"].items() if k == "type"} == chat_field
+    assert completion_fields <= set(completion) and "messages" in chat and "prompt" in completion
+    if "grammar" in completion_fields:
+        assert "root" in completion["grammar"]

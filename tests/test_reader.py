@@ -191,3 +191,36 @@ def test_tools_never_leave_the_question_scope(store):
     result = reader.read([general], "What is the secret plan?")
     assert "no message contains" in result.tool_log[0].result
     assert not result.tool_log[1].ok and result.cited == []
+
+
+@pytest.mark.model
+def test_real_model_drives_the_tool_loop_end_to_end(vstore):
+    """SmolLM2-135M-Instruct through its chat template: the loop ends inside its budgets, every round is
+    logged, and whatever it cites is a message a tool showed it. (Answer quality is not asserted: a 135M model
+    is far below what the reader is meant for; docs/models.md reports what it did.)"""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is installed by scripts/setup.sh")
+    from pathlib import Path
+
+    from memory.datasets.jsonl import read_jsonl
+    from memory.llm.default_model import smollm2_path
+    from memory.llm.llama import LlamaCppLLM
+
+    vstore.ingest(read_jsonl(Path(__file__).resolve().parents[1] / "bot" / "demo" / "demo.jsonl"))
+    sid = vstore.scopes()[0].id
+    llm = LlamaCppLLM(smollm2_path(), n_ctx=8192)
+    try:
+        reader = Reader(vstore, Searcher(vstore), Records(vstore), llm,
+                        config=ReaderConfig(max_rounds=4, token_budget=6000))
+        result = reader.read([sid], "Which restaurant did the team pick for the dinner?")
+    finally:
+        llm.close()
+    assert result.form == "chat" and 1 <= result.rounds <= 5
+    assert result.prompt_tokens + result.completion_tokens <= 6000 + 160
+    assert len(result.tool_log) == result.rounds
+    shown = {i for c in result.tool_log for i in c.message_ids}
+    assert all(m.id in shown for m in result.cited)
+    print(f"\nreader: stopped={result.stopped} rounds={result.rounds} tokens={result.prompt_tokens}+"
+          f"{result.completion_tokens} seconds={result.seconds:.1f} answer={result.text!r} "
+          f"cited={[m.id for m in result.cited]}")
+    for c in result.tool_log:
+        print(f"  round {c.round}: {c.tool} {c.args} ok={c.ok} {c.error or c.result[:120]!r} ({c.seconds:.1f}s)")

@@ -115,6 +115,9 @@ class OpenAIChatLLM:
         self.prompt_form = prompt_form
         self.gate = gate or ModelGate()
         self._openai = openai
+        for noisy in ("httpx", "httpx2"):  # one INFO line per request drowns the bot's own log
+            if logging.getLogger(noisy).level == logging.NOTSET:
+                logging.getLogger(noisy).setLevel(logging.WARNING)
         key = os.environ.get(api_key_env, "") if api_key_env else ""
         self._client = openai.OpenAI(base_url=self.base_url, api_key=key or NO_KEY, timeout=timeout,
                                      max_retries=max_retries)

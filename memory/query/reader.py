@@ -125,8 +125,13 @@ class Reader:
             try:
                 out = self._turn(turns, form, allow_tools=not final)
             except ModelOutputError as err:
-                # Not a usable turn (not JSON, wrong shape, cut off): log it, tell the model, go on.
-                log_.append(ToolCall(rnd, "?", {}, False, "", error=str(err), seconds=time.perf_counter() - t))
+                # Not a usable turn (not JSON, wrong shape, cut off): log it, tell the model, go on. The
+                # tokens it burnt count against the budget (estimated: the backend returned no usage).
+                spent_prompt, spent_out = self._estimate(turns), self.llm.count_tokens(err.raw or "")
+                used_prompt += spent_prompt
+                used_completion += spent_out
+                log_.append(ToolCall(rnd, "?", {}, False, "", error=str(err), seconds=time.perf_counter() - t,
+                                     prompt_tokens=spent_prompt, completion_tokens=spent_out))
                 log.warning("reader round %d: unusable model output: %s", rnd, err)
                 if final:
                     break

@@ -85,22 +85,27 @@ TOOL_HELP = """Tools (reply with exactly one JSON object per turn):
 
 
 def call_schema(*, allow_tools: bool = True) -> dict:
-    """JSON schema of one reader turn: a tool call, or (always) the final answer."""
+    """JSON schema of one reader turn: a tool call, or (always) the final answer.
+
+    String lengths are kept short on purpose: under a grammar they also bound how
+    many tokens a turn can take, so a rambling model closes the string instead of
+    running into ``max_tokens``.
+    """
     def obj(props: dict, required: list[str]) -> dict:
         return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
-    answer = obj({"tool": {"const": "answer"}, "text": {"type": "string", "maxLength": 600},
+    answer = obj({"tool": {"const": "answer"}, "text": {"type": "string", "maxLength": 300},
                   "cite": {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 6}},
                  ["tool", "text", "cite"])
     if not allow_tools:
         return answer
     return {"anyOf": [
-        obj({"tool": {"const": "search_evidence"}, "query": {"type": "string", "maxLength": 200},
+        obj({"tool": {"const": "search_evidence"}, "query": {"type": "string", "maxLength": 80},
              "k": {"type": "integer", "minimum": 1, "maximum": 10}}, ["tool", "query"]),
-        obj({"tool": {"const": "lookup_phrase"}, "phrase": {"type": "string", "maxLength": 120}}, ["tool", "phrase"]),
-        obj({"tool": {"const": "read_current_state"}, "about": {"type": "string", "maxLength": 120}},
+        obj({"tool": {"const": "lookup_phrase"}, "phrase": {"type": "string", "maxLength": 60}}, ["tool", "phrase"]),
+        obj({"tool": {"const": "read_current_state"}, "about": {"type": "string", "maxLength": 60}},
             ["tool", "about"]),
-        obj({"tool": {"const": "resolve_date"}, "expression": {"type": "string", "maxLength": 80},
+        obj({"tool": {"const": "resolve_date"}, "expression": {"type": "string", "maxLength": 40},
              "message_id": {"type": "integer", "minimum": 1}}, ["tool", "expression", "message_id"]),
         answer,
     ]}
