@@ -179,13 +179,38 @@ def test_long_messages_are_quoted_around_the_matching_sentence():
 
 
 def test_own_question_set_replies(embedder):
-    report = evaluate_replies("socialmem", data=CHATS, embedder=embedder, llm=None, policies=("evidence",),
+    """Our realistic question set (tests/data/chats): figures as measured, kept from sliding back."""
+    report = evaluate_replies("socialmem", data=CHATS, embedder=embedder, llm=None, policies=("evidence", "baseline"),
                               progress=False)
-    s = report.summary("evidence")
-    unanswerable = [i for i in report.items if i["unanswerable"]]
-    wrong = [(i["question"], i["evidence"]["reply"]) for i in report.items if not i["unanswerable"] and
-             not (not i["evidence"]["declined"])]
-    assert unanswerable and all(i["evidence"]["declined"] for i in unanswerable), \
-        [i["evidence"]["reply"] for i in unanswerable if not i["evidence"]["declined"]]
-    assert s["right"] >= 0.9, (s, wrong)
+    answerable = [i for i in report.items if not i["unanswerable"]]
+    wrong = [(i["question"], i["evidence"]["reply"]) for i in answerable if i["evidence"]["declined"] or
+             not set(i["gold_evidence"]) & set(i["evidence"]["cited"][:3])]
+    assert len(wrong) <= 3, wrong  # 27 of 30 answerable replies show a gold message among the first three
+    s, b = report.summary("evidence"), report.summary("baseline")
+    assert s["answer_recall"] >= 0.85 and s["answer_recall"] > b["answer_recall"] + 0.15
+    assert s["cite_hit@3"] >= s["search_recall@3"]
     assert sum(report.rows["evidence"]["overall"]["unchecked"]) == 0
+    declined = [i for i in report.items if i["unanswerable"] and i["evidence"]["declined"]]
+    assert declined, "the bill nobody mentioned is declined"
+
+
+@pytest.mark.model
+def test_demo_questions_with_the_shipped_model(tmp_path, embedder):
+    """Under the model policy the shipped 270M model may write the lead, but only a checked one is shown."""
+    from memory.llm.factory import load_llm
+
+    settings = Settings.model_validate({"store": {"path": str(tmp_path / "c.db")}, "writer": {"enabled": False},
+                                        "answer": {"policy": "model"}})
+    bot = Bot(settings, embedder=embedder, llm=load_llm("llama", None, n_ctx=2048), load_models=False)
+    try:
+        chat = ConsoleChat(bot, io.StringIO(), io.StringIO())
+        chat.load_demo()
+        key = ScopeKey("console", "local", "general")
+        for question, first, words in DEMO:
+            reply = bot.ask(key, question)
+            assert first in bot.store.messages([reply.citations[0].message_id])[0].text, reply.text
+            assert all(w.casefold() in reply.text.casefold() for w in words), reply.text
+            if reply.data["generated"]:  # a sentence the model wrote passed the support check
+                assert reply.text.startswith(reply.data["generated"])
+    finally:
+        bot.close()

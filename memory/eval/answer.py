@@ -221,7 +221,7 @@ def evaluate_replies(dataset: str, *, data: str | Path | None, embedder: Embedde
                     bar.update(1)
                     report.questions += 1
                     item = {"id": q.id, "conversation": conv.id, "category": q.category, "question": q.question,
-                            "gold": q.answer, "evidence": q.evidence, "unanswerable": q.adversarial}
+                            "gold": q.answer, "gold_evidence": q.evidence, "unanswerable": q.adversarial}
                     for policy in policies:
                         if policy == "model" and (llm is None or model_left <= 0):
                             continue

@@ -31,7 +31,8 @@ person people someone everyone everybody members member they them their he she h
 # Question words that name what is asked rather than what it is about.
 QUESTION_FRAMING = FRAMING | frozenset("""
 tell know find remember happen happened anything something going gonna
-hi hello hey hiya yo thanks thank cheers ok okay please chorus bot test testing
+hi hello hey hiya yo thanks thank cheers ok okay please chorus bot test testing much many
+hasn haven hadn yet
 """.split())
 
 
@@ -191,12 +192,18 @@ def has_slot(slot: str | None, text: str) -> bool:
 _NAMED_PLACE = re.compile(r"\b(?:[Aa]t|[Ii]n|[Oo]n|[Tt]o|[Ff]rom|[Nn]ear) (?:the )?[A-Z][a-z]+")
 
 
-def slot_coverage(question_stems: Sequence[str], weights: dict[str, float], text: str, slot: str | None) -> float:
-    """`coverage` where the wanted answer kind counts as one more topic word of average weight."""
+def slot_coverage(question_stems: Sequence[str], weights: dict[str, float], text: str, slot: str | None, *,
+                  on_topic: bool = False) -> float:
+    """`coverage` where the wanted answer kind counts as one more topic word of average weight.
+
+    The slot only counts for a message that is about the question (it holds a topic word, or the
+    caller found it close in meaning): "300 euros" answers "how much" only if it is about the bill.
+    """
     if slot is None:
         return coverage(question_stems, weights, text)
     have = set(content_stems(text))
     ws = [weights.get(s, 1.0) for s in question_stems]
     slot_w = sum(ws) / len(ws) if ws else 1.0
-    got = sum(w for s, w in zip(question_stems, ws) if s in have) + (slot_w if has_slot(slot, text) else 0.0)
-    return got / (sum(ws) + slot_w)
+    topical = sum(w for s, w in zip(question_stems, ws) if s in have)
+    credit = slot_w if (topical > 0 or on_topic) and has_slot(slot, text) else 0.0
+    return (topical + credit) / (sum(ws) + slot_w)
