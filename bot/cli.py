@@ -93,7 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
                                        "the records against")
     e.add_argument("--store", help="score an existing store (or folder of stores) against --reference; writes nothing")
     e = esub.add_parser("answer", help="replies as users read them: answer recall, cite-hit, declines, latency")
-    e.add_argument("--dataset", required=True, choices=["locomo", "socialmem", "friendsqa"])
+    e.add_argument("--dataset", choices=["locomo", "socialmem", "friendsqa"], help="required unless --lodo")
+    e.add_argument("--lodo", action="store_true",
+                   help="choose the reply constants leave-one-dataset-out on all three dev sets and print the table")
+    e.add_argument("--own", default="tests/data/chats",
+                   help="--lodo: also score our own question set (SocialMemBench format) with the chosen constants")
     e.add_argument("--data", help="a file (or SocialMemBench folder) of the same format")
     e.add_argument("--out", default="out/eval")
     e.add_argument("--limit", type=int, help="only the first N conversations")

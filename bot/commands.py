@@ -264,6 +264,14 @@ def eval_cmd(args: argparse.Namespace, settings: Settings) -> int:
                                  config=writer_config(settings), persona=persona_of(settings),
                                  limit_conversations=args.limit, store_dir=args.stores, reference=args.reference)
         return _emit(args, f"writer-{args.dataset}", report.to_json(), report.to_markdown())
+    if args.eval_kind == "answer" and args.lodo:
+        from memory.eval.reply_lodo import run_reply_lodo
+
+        own = args.own if args.own and Path(args.own).exists() else None
+        data, md = run_reply_lodo(load_embedder_from(settings), own=own)
+        return _emit(args, "answer-lodo", data, md)
+    if args.eval_kind == "answer" and not args.dataset:
+        raise ChorusError("eval answer needs --dataset (or --lodo for all three)")
     if args.eval_kind == "answer":
         from memory.eval.answer import POLICIES, evaluate_replies
         from memory.query.answer import PersonaVoice

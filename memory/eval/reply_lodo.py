@@ -1,0 +1,141 @@
+"""``chorus eval answer --lodo``: choose the reply constants leave-one-dataset-out.
+
+One pass per dataset composes each question's evidence once and builds the reply under
+every ordering variant with declines switched off, keeping per question the cite hits,
+the answer recall and the evidence strength. The constants are then chosen offline:
+the ordering (promotion margin) by mean cite-hit@1 + cite-hit@3 over the tuning
+datasets, and the decline threshold as the strictest one that keeps false declines at
+or under ``FD_CAP`` on every tuning dataset (most declines on unanswerable questions
+first, where the tuning data has any). Each of LoCoMo, SocialMemBench and FriendsQA is
+held out in turn; the row "all three" is what the shipped defaults use.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..datasets import load_dataset
+from ..embeddings.base import Embedder
+from ..query.answer import Answerer
+from ..query.reply import ReplyBuilder
+from ..records import Records
+from ..search import Searcher
+from ..store import Store
+from .answer import answer_recall
+from .report import markdown_table
+from .retrieval import safe_name
+
+DEV = ("locomo", "socialmem", "friendsqa")
+MARGINS = (0.3, 0.15, 0.1, 0.05)
+THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.34, 0.4, 0.5)
+FD_CAP = 0.10
+
+
+@dataclass
+class QuestionFeatures:
+    dataset: str
+    unanswerable: bool
+    has_evidence: bool
+    by_margin: dict[float, dict] = field(default_factory=dict)  # margin -> h1, h3, recall, strength, kind
+
+
+def collect(dataset: str, data: str | Path | None, embedder: Embedder, *, label: str | None = None,
+            limit: int | None = None) -> list[QuestionFeatures]:
+    """Per-question features of one dataset under every ordering variant (declines off)."""
+    out: list[QuestionFeatures] = []
+    with tempfile.TemporaryDirectory(prefix="chorus-lodo-") as tmp:
+        for conv in load_dataset(dataset, data)[:limit]:
+            store = Store(Path(tmp) / f"{safe_name(conv.id)}.db", embedder=embedder, idle_gap_s=3600)
+            try:
+                store.ingest(conv.messages)
+                answerer = Answerer(store, Searcher(store), Records(store), None)
+                scope_ids = [s.id for s in store.scopes()]
+                asked_at = max(m.ts for m in conv.messages) + 3600
+                for q in conv.questions:
+                    pack, _, _ = answerer.prepare(scope_ids, q.question, asked_at=asked_at)
+                    feats = QuestionFeatures(label or dataset, q.adversarial, bool(q.evidence))
+                    gold = set(q.evidence)
+                    for margin in MARGINS:
+                        answerer.builder = ReplyBuilder(decline_below=-1.0, promote_margin=margin)
+                        draft = answerer.draft(scope_ids, q.question, pack)
+                        cited = [x.message.msg_id for x in draft.quoted]
+                        feats.by_margin[margin] = {
+                            "h1": bool(gold & set(cited[:1])), "h3": bool(gold & set(cited[:3])),
+                            "recall": None if q.adversarial else answer_recall(draft.text(), q.answer or ""),
+                            "strength": draft.strength, "kind": draft.kind}
+                    out.append(feats)
+            finally:
+                store.close()
+    return out
+
+
+def _declines(f: dict, threshold: float) -> bool:
+    if f["kind"] in ("no-topic", "unknown-person"):
+        return True
+    return f["kind"] not in ("each", "absent") and f["strength"] < threshold
+
+
+def _order_score(rows: list[QuestionFeatures], margin: float) -> float:
+    with_ev = [r for r in rows if r.has_evidence and not r.unanswerable]
+    return sum(r.by_margin[margin]["h1"] + r.by_margin[margin]["h3"] for r in with_ev) / max(1, len(with_ev))
+
+
+def choose(tuning: dict[str, list[QuestionFeatures]]) -> tuple[float, float]:
+    """(margin, decline threshold) chosen on the tuning datasets."""
+    margin = max(MARGINS, key=lambda m: sum(_order_score(rows, m) for rows in tuning.values()) / len(tuning))
+    best: tuple | None = None
+    for t in THRESHOLDS:
+        fds = [false_decline_rate(rows, margin, t) for rows in tuning.values()]
+        if max(fds) > FD_CAP:
+            continue
+        negatives = [r for rows in tuning.values() for r in rows if r.unanswerable]
+        ud = sum(_declines(r.by_margin[margin], t) for r in negatives) / len(negatives) if negatives else 0.0
+        key = (round(ud, 3), t)
+        if best is None or key > best[0]:
+            best = (key, t)
+    return margin, (best[1] if best else min(THRESHOLDS))
+
+
+def false_decline_rate(rows: list[QuestionFeatures], margin: float, t: float) -> float:
+    answerable = [r for r in rows if not r.unanswerable]
+    return sum(_declines(r.by_margin[margin], t) for r in answerable) / max(1, len(answerable))
+
+
+def scores(rows: list[QuestionFeatures], margin: float, t: float) -> dict[str, float | None]:
+    """Held-out figures of the chosen constants on one dataset."""
+    answerable = [r for r in rows if not r.unanswerable]
+    negatives = [r for r in rows if r.unanswerable]
+    with_ev = [r for r in answerable if r.has_evidence]
+    recalls = [r.by_margin[margin]["recall"] for r in answerable if r.by_margin[margin]["recall"] is not None]
+    return {"false_decline": false_decline_rate(rows, margin, t),
+            "declined_unanswerable": (sum(_declines(r.by_margin[margin], t) for r in negatives) / len(negatives)
+                                      if negatives else None),
+            "cite_hit@1": sum(r.by_margin[margin]["h1"] for r in with_ev) / max(1, len(with_ev)),
+            "cite_hit@3": sum(r.by_margin[margin]["h3"] for r in with_ev) / max(1, len(with_ev)),
+            "answer_recall": sum(recalls) / max(1, len(recalls))}
+
+
+def lodo_table(features: dict[str, list[QuestionFeatures]], extra: dict[str, list[QuestionFeatures]]
+               ) -> tuple[dict, str]:
+    """Hold out each dev dataset in turn, then tune on all three and report every set (``extra`` too)."""
+    rows, data = [], {}
+    folds = [(held, {d: features[d] for d in DEV if d != held}, [held]) for held in DEV]
+    folds.append(("all three", {d: features[d] for d in DEV}, [*DEV, *extra]))
+    everything = {**features, **extra}
+    for held, tuning, targets in folds:
+        margin, t = choose(tuning)
+        for target in targets:
+            s = scores(everything[target], margin, t)
+            data[f"{held}->{target}"] = {"margin": margin, "decline_below": t, **s}
+            rows.append([held, target, margin, t, *(("-" if v is None else f"{100 * v:.1f}") for v in s.values())])
+    headers = ["held out", "scored on", "promote margin", "decline below", "false declines",
+               "declined (unanswerable)", "cite-hit@1", "cite-hit@3", "answer recall"]
+    return data, "### Reply constants, leave-one-dataset-out\n\n" + markdown_table(headers, rows)
+
+
+def run_reply_lodo(embedder: Embedder, *, own: str | Path | None = None) -> tuple[dict, str]:
+    features = {d: collect(d, None, embedder) for d in DEV}
+    extra = {"own questions": collect("socialmem", own, embedder, label="own questions")} if own else {}
+    return lodo_table(features, extra)
+
