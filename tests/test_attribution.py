@@ -189,13 +189,16 @@ def test_cue_classes(store):
         ("Priya", "My physio moved to Friday evening."),
         ("Priya", "I prefer the mushroom pizza."),
         ("Sam", "The weather is grey today."),
+        ("Sam", "i finally finished painting the spare bedroom walls in dark green"),
+        ("Sam", "did i leave my blue umbrella somewhere near the club house door?"),
     ], 1)])
     window = store.messages([m.id for m in []]) or _all(store)
     people = People(store.roster(store.scopes()[0].id))
     got = [(c.kind, c.owner, c.layer) if (c := classify(m, window, people)) else None for m in window]
     assert got == [("decision", GROUP, "group_interaction"), ("norm", GROUP, "group_insight"),
                    ("responsibility", "leo", "per_speaker_profile"), ("responsibility", "leo", "per_speaker_core"),
-                   ("change", "priya", "per_speaker_core"), ("stance", "priya", "per_speaker_core"), None]
+                   ("change", "priya", "per_speaker_core"), ("stance", "priya", "per_speaker_core"), None,
+                   ("self", "sam", "per_speaker_core"), None]
     assert speaks_for_group(window[0], window) and not speaks_for_group(window[6], window)
 
 

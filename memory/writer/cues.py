@@ -4,7 +4,8 @@ Two uses. The gate asks whether a message speaks for the group (a decision, plan
 agreement or rule, or the head of a reply thread several members joined) before a
 GROUP record may rest on it. And the cue proposer turns clear cases (decisions,
 norms, dated plans, changes of plan, responsibilities, stances) into proposals in
-the writer's own action format, because a tiny model misses exactly these; the
+the writer's own action format, plus plain first-person self-reports (so every speaker who
+says something about themself has a core record), because a tiny model misses exactly these; the
 proposals then pass the same verification as the model's.
 """
 from __future__ import annotations
@@ -16,6 +17,11 @@ from typing import Sequence
 from ..models import StoredMessage
 from ..records import GROUP
 from ..store import Person
+from .grounding import content_terms
+
+# A first-person message with at least this many content words is a self-report worth a core record.
+# Flat on SocialMemBench dev (owner accuracy 77.2 / 77.3 / 76.5% at 4 / 6 / 8); see docs/writer.md.
+SELF_REPORT_MIN_WORDS = 6
 
 _I = r"(?:I|I'll|I will|I'm|I am|I've|I can|I'd|my|me)"
 DECISION = re.compile(
@@ -46,12 +52,13 @@ STANCE = re.compile(
 AGREE = re.compile(r"\b(works for me|sounds good|I'?m in|count me in|deal|agreed|same here|fine by me|(?:okay|ok|fine) "
                    r"with me|see you there)\b", re.I)
 LETS = re.compile(r"\blet'?s\b|\bshall we\b|\bsee (?:you|everyone) (?:all|there)\b", re.I)
+FIRST_PERSON = re.compile(r"\b(I|I'm|I'll|I've|I'd|my|mine|myself)\b", re.I)
 WE = re.compile(r"\b(we|we're|we'll|let's|us|everyone|all of us|the group|the team|together)\b", re.I)
 
 
 @dataclass
 class Cue:
-    kind: str          # decision | norm | plan | change | responsibility | stance
+    kind: str          # decision | norm | plan | change | responsibility | stance | self
     owner: str         # person id or GROUP
     layer: str
     utype: str
@@ -142,6 +149,9 @@ def classify(msg: StoredMessage, window: Sequence[StoredMessage], people: People
         return Cue("plan", msg.author_id, "per_speaker_core", "fact")
     if STANCE.search(text) and not others:
         return Cue("stance", msg.author_id, "per_speaker_core", "stance")
+    if (FIRST_PERSON.search(text) and not text.rstrip().endswith("?")
+            and len(content_terms(text)) >= SELF_REPORT_MIN_WORDS):
+        return Cue("self", msg.author_id, "per_speaker_core", "fact")
     return None
 
 
