@@ -224,3 +224,20 @@ def test_real_model_drives_the_tool_loop_end_to_end(vstore):
           f"cited={[m.id for m in result.cited]}")
     for c in result.tool_log:
         print(f"  round {c.round}: {c.tool} {c.args} ok={c.ok} {c.error or c.result[:120]!r} ({c.seconds:.1f}s)")
+
+
+def test_answer_is_handed_to_the_support_check_with_its_citations(chat_store):
+    from memory.query.support import check_sentence
+
+    store, sid, records = chat_store
+    reader, _ = reader_for(store, records, [
+        call("search_evidence", query="spare amplifier", k=3),
+        lambda p: call("answer", text="Ann has the spare amplifier in her garage (#%d)." % ids_in(p, "Ann")[0],
+                       cite=ids_in(p, "Ann")),
+    ])
+    result = reader.read([sid], "Who has the spare amplifier?")
+    sentence, texts, names = result.for_support_check()
+    assert "#" not in sentence and sentence.endswith("[1]") and texts[1].startswith("Ann: I have the spare")
+    assert check_sentence(sentence, texts, known_names=names).ok
+    result.text = "Ben has the spare amplifier in Paris."
+    assert not check_sentence(*result.for_support_check()[:2], known_names=names).ok

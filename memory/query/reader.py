@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -81,6 +82,14 @@ class ReaderResult:
     @property
     def answered(self) -> bool:
         return bool(self.text)
+
+    def for_support_check(self) -> tuple[str, dict[int, str], list[str]]:
+        """The answer with its citations as [1]..[k], the cited messages' texts by number (speaker
+        included) and the speakers' names: the arguments ``support.check_sentence`` takes."""
+        body = re.sub(r"\s*\(?#\d+\)?", "", self.text).strip()
+        marks = "".join(f"[{n}]" for n in range(1, len(self.cited) + 1))
+        texts = {n: f"{m.author_name}: {m.text}" for n, m in enumerate(self.cited, 1)}
+        return (f"{body} {marks}".strip(), texts, [m.author_name for m in self.cited])
 
 
 class Reader:
