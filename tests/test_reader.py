@@ -241,3 +241,31 @@ def test_answer_is_handed_to_the_support_check_with_its_citations(chat_store):
     assert check_sentence(sentence, texts, known_names=names).ok
     result.text = "Ben has the spare amplifier in Paris."
     assert not check_sentence(*result.for_support_check()[:2], known_names=names).ok
+
+
+def test_a_checked_reader_answer_replaces_the_draft_and_a_failing_one_does_not(chat_store):
+    from memory.query.reader_reply import read_into
+    from memory.query.reply import Quoted, ReplyDraft
+
+    store, sid, records = chat_store
+    other = store.recent(sid, 10)[0]
+
+    def draft() -> ReplyDraft:
+        return ReplyDraft("Here is what I found:", [Quoted(1, other, other.text)], False, "evidence")
+
+    good, _ = reader_for(store, records, [
+        call("lookup_phrase", phrase="spare amplifier"),
+        lambda p: call("answer", text="Ann has the spare amplifier in her garage.", cite=ids_in(p, "Ann")),
+    ])
+    d = draft()
+    result, check = read_into(good, d, [sid], "Who has the spare amplifier?", ["spare", "amplifier"])
+    assert check.ok and d.lead.startswith("Ann has the spare amplifier") and d.lead.endswith("[1]")
+    assert [q.message.text for q in d.quoted] == ["I have the spare amplifier in my garage"]
+    bad, _ = reader_for(store, records, [
+        call("lookup_phrase", phrase="spare amplifier"),
+        lambda p: call("answer", text="Cy keeps it in Paris.", cite=ids_in(p, "Ann")),
+    ])
+    d = draft()
+    result, check = read_into(bad, d, [sid], "Who has the spare amplifier?", ["spare", "amplifier"])
+    assert not check.ok and d.lead == "Here is what I found:" and d.quoted[0].message.id == other.id
+    assert any("reader answer not shown" in n for n in d.notes)
