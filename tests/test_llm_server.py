@@ -359,3 +359,26 @@ def test_each_server_kind_gets_the_structured_fields_it_reads(scripted, owner, c
     assert completion_fields <= set(completion) and "messages" in chat and "prompt" in completion
     if "grammar" in completion_fields:
         assert "root" in completion["grammar"]
+
+
+def test_doctor_reports_each_path_and_fails_when_one_does(scripted, tmp_path, capsys):
+    from bot.cli import main
+
+    def answer(body: dict) -> Reply:
+        wants_json = "response_format" in body or "json_schema" in body or "grammar" in body
+        text = '{"city": "Paris"}' if wants_json else " Paris"
+        return 200, chat_body(text) if "messages" in body else completion_body(text)
+
+    server = scripted([answer] * 4, owned_by="vllm")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[llm]\nbackend = "openai"\nbase_url = "{server.url}"\nmax_retries = 0\n')
+    assert main(["--config", str(cfg), "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "server=vllm" in out and "all paths that exist work" in out
+    for path in ("completion ", "completion+json", "chat ", "chat+json"):
+        assert any(line.strip().startswith(path.strip()) and " ok " in line for line in out.splitlines()), path
+    broken = scripted([answer, (200, completion_body("not json")), answer, answer], owned_by="vllm")
+    cfg.write_text(f'[llm]\nbackend = "openai"\nbase_url = "{broken.url}"\nmax_retries = 0\n')
+    assert main(["--config", str(cfg), "doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "completion+json  FAIL" in out and "1 path(s) failed" in out
