@@ -38,9 +38,10 @@ def test_console_session_remembers_and_answers_with_citations(tmp_path):
     assert "Messages remembered: 3" in text  # the question itself is a message too
     # Another channel is another memory: nothing from #general leaks into #random.
     last = text.split("chorus> ")[4]
-    assert "alice" not in last and "don't have anything" in last.lower()
-    # The model file is missing: the reason reaches the log, the chat keeps working.
-    assert "no-model.gguf" in out.stderr
+    assert "alice" not in last and "don't have any messages from this channel" in last.lower()
+    # The model file is missing: the reason reaches the log file, never the chat, and the chat keeps working.
+    log = (tmp_path / "chorus.log").read_text("utf-8")
+    assert "no-model.gguf" in log and "no-model.gguf" not in text and "WARNING" not in text
 
 
 def test_console_demo_preloaded(tmp_path):

@@ -380,8 +380,9 @@ def two_workspaces(tmp_path, monkeypatch):
     store.ingest([Message("slack", "T1", "C1", f"c{c['id']}", "u9", "Mallory", c["text"], T0 + 10 + c["id"])
                   for c in CORPUS], embed=True)
     echo = ScriptedLLM([lambda p: " ".join(p.split())] * 1000, name="echo")
+    model_settings = Settings.model_validate({"llm": {"api_key_env": "OPENAI_API_KEY"}, "answer": {"policy": "model"}})
     bots = [Bot(settings_, store=store, llm=None, load_models=False),
-            Bot(settings_, store=store, llm=echo, load_models=False)]
+            Bot(model_settings, store=store, llm=echo, load_models=False)]
     yield bots, echo
     for b in bots:
         b.close()
