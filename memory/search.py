@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from . import ftsquery
 from .db import OperationalError
 from .errors import EmbeddingError, InputError
+from .fusion import FusionParams, fuse, spread_authors
 from .models import SearchHit, StoredMessage
+from .signals import dense_query, read_question
 from .store import Store
-from .vectors import VectorIndex
+from .vectors import DenseScores, VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,8 @@ _STEMMER = None
 RRF_K = 10
 DENSE_WEIGHT = 0.8
 RECALL_POOL = 40
+# Hybrid search's constants (memory/fusion.py); this is the old weighted RRF until LODO chooses.
+HYBRID = FusionParams(method="rrf", pool=RECALL_POOL, lexical=1 / (1 + DENSE_WEIGHT), rrf_k=RRF_K)
 
 
 @dataclass
@@ -74,8 +81,10 @@ def rrf(bm25_ids: list[int], vector_ids: list[int], *, k: int = RRF_K,
 class Searcher:
     """Track 1 retrieval: BM25, dense, hybrid, exact phrase and neighbour expansion."""
 
-    def __init__(self, store: Store, *, vectors: VectorIndex | None = None) -> None:
+    def __init__(self, store: Store, *, vectors: VectorIndex | None = None,
+                 params: FusionParams | None = None) -> None:
         self.store = store
+        self.params = params or HYBRID
         self.vectors = vectors or VectorIndex(store)
         self._query_vectors: dict[str, object] = {}
         self._local = threading.local()  # `degraded` is per thread: questions are answered concurrently
@@ -145,7 +154,8 @@ class Searcher:
         return keep if keep else None
 
     def bm25(self, scope_ids: list[int], text: str, limit: int = RECALL_POOL,
-             max_df: float = BM25_MAX_DF) -> list[tuple[int, float]]:
+             max_df: float = BM25_MAX_DF, *, author_weight: float = 0.3) -> list[tuple[int, float]]:
+        """(message id, FTS5 bm25 score: lower is better) best first; ``author_weight`` weighs the name column."""
         keep = self.selective_terms(text, max_df)
         query = ftsquery.match_any(" ".join(keep) if keep else text)
         if query is None or not scope_ids:
@@ -153,9 +163,9 @@ class Searcher:
         with self.store.read() as conn:
             try:
                 rows = conn.execute(
-                    "SELECT rowid, bm25(messages_fts, 1.0, 0.3, 0.0) AS score FROM messages_fts "
+                    "SELECT rowid, bm25(messages_fts, 1.0, ?, 0.0) AS score FROM messages_fts "
                     "WHERE messages_fts MATCH ? ORDER BY score LIMIT ?",
-                    (ftsquery.scoped(query, scope_ids), int(limit))).fetchall()
+                    (float(author_weight), ftsquery.scoped(query, scope_ids), int(limit))).fetchall()
             except OperationalError as exc:  # should be impossible: every term is quoted
                 raise InputError(f"could not search for {text[:60]!r}: {exc}") from exc
         return [(int(r[0]), float(r[1])) for r in rows]
@@ -210,21 +220,84 @@ class Searcher:
         return {a: msgs[mid] for a, mid in found.items() if mid in msgs}
 
     def search(self, scope_ids: list[int], text: str, *, k: int = 10, mode: Mode = "hybrid",
-               pool: int = RECALL_POOL, exclude: set[int] | frozenset[int] = frozenset()) -> list[SearchHit]:
+               pool: int | None = None, exclude: set[int] | frozenset[int] = frozenset(),
+               asked_at: float | None = None, params: FusionParams | None = None) -> list[SearchHit]:
         """Top-``k`` messages for ``text`` from a recall pool of ``pool`` per retriever.
 
-        ``exclude`` drops message ids (e.g. the question being answered) before the cut.
+        ``exclude`` drops message ids (e.g. the question being answered) before the cut;
+        ``asked_at`` resolves relative dates in the question ("last week"), now by default.
         """
         if mode not in ("hybrid", "bm25", "dense"):
             raise InputError(f"unknown search mode {mode!r}; use hybrid, bm25 or dense")
-        lexical = (self.bm25(scope_ids, text, pool, HYBRID_BM25_MAX_DF) if mode == "hybrid"
-                   else self.bm25(scope_ids, text, pool) if mode == "bm25" else [])
-        # Hybrid search goes on by words alone if the embedder fails; dense search has nothing else.
-        semantic = self.dense(scope_ids, text, pool, strict=mode == "dense") if mode in ("hybrid", "dense") else []
-        fused = [r for r in rrf([i for i, _ in lexical], [i for i, _ in semantic]) if r.id not in exclude][:k]
-        messages = {m.id: m for m in self.store.messages([r.id for r in fused])}
-        return [SearchHit(messages[r.id], r.score, r.bm25_rank, r.vector_rank, mode)
-                for r in fused if r.id in messages]
+        p = params or self.params
+        pool = int(pool or p.pool)
+        if mode != "hybrid":
+            found = (self.bm25(scope_ids, text, pool) if mode == "bm25"
+                     else self.dense(scope_ids, text, pool, strict=True))
+            ranked = [(mid, i) for i, (mid, _) in enumerate(found, 1) if mid not in exclude][:k]
+            messages = {m.id: m for m in self.store.messages([mid for mid, _ in ranked])}
+            return [SearchHit(messages[mid], 1.0 / (RRF_K + r), r if mode == "bm25" else None,
+                              r if mode == "dense" else None, mode) for mid, r in ranked if mid in messages]
+        return self._hybrid(scope_ids, text, k, pool, exclude, asked_at, p)
+
+    def _hybrid(self, scope_ids: list[int], text: str, k: int, pool: int, exclude: set[int] | frozenset[int],
+                asked_at: float | None, p: FusionParams) -> list[SearchHit]:
+        """BM25 and vectors fused per query (memory/fusion.py), lifted by the question's chat signals."""
+        lexical = self.bm25(scope_ids, text, pool, HYBRID_BM25_MAX_DF, author_weight=p.author_column)
+        # Hybrid search goes on by words alone if the embedder fails.
+        vec = (self.vector_or_none(dense_query(text) if p.rewrite else text)
+               if self.store.embedder is not None and text.strip() and scope_ids else None)
+        scores = self.vectors.scores(scope_ids, vec, context=p.context, short_chars=p.short_chars) \
+            if vec is not None else None
+        semantic = scores.top(pool) if scores is not None else []
+        cand = [mid for mid, _ in lexical]
+        in_cand = set(cand)
+        cand += [mid for mid, _ in semantic if mid not in in_cand]
+        in_cand = set(cand)
+        if not cand:
+            return []
+        n_cand = len(cand)
+        rows = scores.rows(cand) if scores is not None else np.full(n_cand, -1)
+        if scores is not None and (p.parent_words or p.parent_meaning or p.reply_words or p.reply_meaning):
+            near = np.concatenate([scores.parent[rows[rows >= 0]], scores.reply[rows[rows >= 0]]])
+            extra = [i for i in dict.fromkeys(scores.ids[near[near >= 0]].tolist()) if i not in in_cand]
+            cand += extra
+            rows = np.concatenate([rows, scores.rows(extra)])
+        view = _Candidates(cand, rows, scores)
+        lex = np.zeros(len(cand))
+        lex[:len(lexical)] = [-s for _, s in lexical]  # FTS5 bm25() is lower-is-better
+        lex_in = np.arange(len(cand)) < len(lexical)
+        sem_ids = {mid for mid, _ in semantic}
+        sem_in = np.array([mid in sem_ids for mid in cand])
+        boost, wanted = self._signals(scope_ids, text, asked_at, p, view, k)
+        fused = fuse(lex, lex_in, view.sims, sem_in, p, boost, parent=view.parent, reply=view.reply, chars=view.chars)
+        order = sorted(range(n_cand), key=lambda n: (-fused[n], cand[n]))
+        order = [n for n in order if cand[n] not in exclude]
+        if wanted:
+            order = spread_authors(order, [view.author(n) for n in order], wanted, k)
+        order = order[:k]
+        messages = {m.id: m for m in self.store.messages([cand[n] for n in order])}
+        lex_rank = {mid: r for r, (mid, _) in enumerate(lexical, 1)}
+        sem_rank = {mid: r for r, (mid, _) in enumerate(semantic, 1)}
+        return [SearchHit(messages[cand[n]], float(fused[n]), lex_rank.get(cand[n]), sem_rank.get(cand[n]), "hybrid")
+                for n in order if cand[n] in messages]
+
+    def _signals(self, scope_ids: list[int], text: str, asked_at: float | None, p: FusionParams,
+                 view: "_Candidates", k: int) -> tuple[np.ndarray | None, list[str]]:
+        """Boosts for messages by people the question names or inside periods it pins; who to spread over."""
+        if not (p.author or p.dates or p.each):
+            return None, []
+        people = [(person.person_id, person.names()) for sid in scope_ids for person in self.store.roster(sid)
+                  if not person.is_bot]
+        sig = read_question(text, people, asked_at if asked_at is not None else time.time())
+        view.fill_missing(self.store)
+        boost = np.zeros(len(view.ids))
+        if p.author and sig.authors:
+            boost += p.author * np.isin(view.authors, sig.authors)
+        for start, end in sig.periods if p.dates else []:
+            boost += p.dates * ((view.ts >= start) & (view.ts < end))
+        wanted = [pid for pid, _ in people] if p.each and sig.each and len(people) <= k else []
+        return boost, wanted
 
     def phrase(self, scope_ids: list[int], phrase: str, limit: int = 20) -> list[StoredMessage]:
         """Messages containing ``phrase`` exactly (case-insensitive), oldest first: "who said ..."."""
@@ -254,3 +327,43 @@ class Searcher:
             if limit is not None and len(out) >= limit:
                 break
         return out
+
+
+class _Candidates:
+    """Hybrid search's candidates (and their neighbours) as arrays read from the vector mirror."""
+
+    def __init__(self, ids: list[int], rows: np.ndarray, scores: DenseScores | None) -> None:
+        self.ids = ids
+        n = len(ids)
+        have = rows >= 0
+        safe = np.maximum(rows, 0)
+        if scores is None or len(scores.ids) == 0:
+            have = np.zeros(n, dtype=bool)
+        self.missing = [i for i in range(n) if not have[i]]
+        pick = (lambda a, fill: np.where(have, a[safe], fill)) if have.any() else (lambda a, fill: np.full(n, fill))
+        self.sims = pick(scores.sims, -np.inf) if scores is not None else np.full(n, -np.inf)
+        self.chars = pick(scores.chars, 0) if scores is not None else np.zeros(n)
+        self.ts = pick(scores.ts, np.nan).astype(float) if scores is not None else np.full(n, np.nan)
+        self.authors = pick(scores.authors, "") if scores is not None else np.full(n, "", dtype=object)
+        local = {int(r): i for i, r in enumerate(rows) if r >= 0}
+        self.parent = np.full(n, -1, dtype=np.int64)
+        self.reply = np.full(n, -1, dtype=np.int64)
+        if scores is not None and have.any():
+            for i in np.flatnonzero(have):
+                self.parent[i] = local.get(int(scores.parent[rows[i]]), -1)
+                self.reply[i] = local.get(int(scores.reply[rows[i]]), -1)
+
+    def fill_missing(self, store: Store) -> None:
+        """Authors and times of candidates without a vector (embedding backlog), from the store."""
+        if not self.missing:
+            return
+        found = {m.id: m for m in store.messages([self.ids[i] for i in self.missing])}
+        self.authors = self.authors.astype(object)
+        for i in self.missing:
+            m = found.get(self.ids[i])
+            if m is not None:
+                self.authors[i], self.ts[i], self.chars[i] = m.author_id, m.ts, len(m.text)
+        self.missing = []
+
+    def author(self, n: int) -> str:
+        return str(self.authors[n])

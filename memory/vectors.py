@@ -11,10 +11,11 @@ queries vec0 directly.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from .fusion import with_context
 from .store import Store
 
 
@@ -25,6 +26,49 @@ class _Mirror:
     ids: np.ndarray
     matrix: np.ndarray
     authors: np.ndarray
+    prev: np.ndarray  # row of each message's parent (reply-to, else previous turn), -1 if none loaded
+    chars: np.ndarray  # text length, so short replies can borrow their parent's meaning
+    reply: np.ndarray  # row of each message's first reply, -1 if none loaded
+    ts: np.ndarray
+    rows_by_msg: dict = field(default_factory=dict)  # (scope-local) msg_id -> row
+    rows_by_turn: dict = field(default_factory=dict)  # (session, turn) -> row
+    order: np.ndarray | None = None  # argsort of ids, for looking rows up by message id
+
+
+@dataclass
+class DenseScores:
+    """Similarity of the question to every message of the scopes searched (context-lifted)."""
+
+    ids: np.ndarray
+    sims: np.ndarray
+    authors: np.ndarray
+    _order: np.ndarray
+    parent: np.ndarray  # rows (into these arrays) of each message's parent / first reply, -1 if none
+    reply: np.ndarray
+    chars: np.ndarray
+    ts: np.ndarray
+
+    def rows(self, ids: list[int]) -> np.ndarray:
+        """Row of each message id, -1 for ids without a vector."""
+        if len(self.ids) == 0:
+            return np.full(len(ids), -1, dtype=np.int64)
+        want = np.asarray(ids, dtype=np.int64)
+        pos = np.clip(np.searchsorted(self.ids, want, sorter=self._order), 0, len(self.ids) - 1)
+        rows = self._order[pos]
+        return np.where(self.ids[rows] == want, rows, -1)
+
+    def at(self, ids: list[int]) -> np.ndarray:
+        """Similarities of the given message ids (-inf for those without a vector)."""
+        rows = self.rows(ids)
+        return np.where(rows >= 0, self.sims[np.maximum(rows, 0)] if len(self.ids) else -np.inf, -np.inf)
+
+    def top(self, k: int) -> list[tuple[int, float]]:
+        k = min(k, len(self.sims))
+        if k <= 0:
+            return []
+        head = np.argpartition(-self.sims, k - 1)[:k]
+        head = head[np.argsort(-self.sims[head], kind="stable")]
+        return [(int(self.ids[i]), float(self.sims[i])) for i in head]
 
 
 class VectorIndex:
@@ -50,6 +94,39 @@ class VectorIndex:
                 found.extend(self._knn_vec0(sid, q, k))
         found.sort(key=lambda x: x[1])
         return found[:k]
+
+    def scores(self, scope_ids: list[int], query: np.ndarray, *, context: float = 0.0,
+               short_chars: int = 0) -> DenseScores:
+        """The question's similarity to every message of ``scope_ids`` (one matrix product per scope).
+
+        With ``context`` a short message's similarity is lifted by its parent's (memory/fusion.py).
+        """
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        parts = []
+        for sid in scope_ids:
+            mirror = self._fresh(sid) if self.store.vector_dim is not None else None
+            if mirror is None or len(mirror.ids) == 0:
+                continue
+            sims = with_context(mirror.matrix @ q, mirror.prev, mirror.chars, context, short_chars)
+            parts.append((mirror.ids, sims, mirror.authors, mirror.order, mirror.prev, mirror.reply, mirror.chars,
+                          mirror.ts))
+        if not parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return DenseScores(empty, np.zeros(0, dtype=np.float32), np.zeros(0, dtype=object), empty, empty, empty,
+                               empty, np.zeros(0))
+        if len(parts) == 1:
+            return DenseScores(*parts[0])  # type: ignore[arg-type]
+        ids = np.concatenate([p[0] for p in parts])
+        offsets = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
+        shift = [lambda a, o=o: np.where(a >= 0, a + o, -1) for o in offsets]
+        return DenseScores(ids, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
+                           np.argsort(ids, kind="stable"), np.concatenate([f(p[4]) for f, p in zip(shift, parts)]),
+                           np.concatenate([f(p[5]) for f, p in zip(shift, parts)]),
+                           np.concatenate([p[6] for p in parts]), np.concatenate([p[7] for p in parts]))
+
+    def mirror(self, scope_id: int) -> _Mirror | None:
+        """The scope's in-memory vectors, fresh (ids, matrix, authors, parent rows, lengths)."""
+        return self._fresh(scope_id)
 
     def best_per_author(self, scope_ids: list[int], query: np.ndarray,
                         author_ids: list[str]) -> dict[str, tuple[int, float]]:
@@ -108,12 +185,15 @@ class VectorIndex:
                 if mirror is None or mirror.gen != gen:
                     mirror = _Mirror(gen, 0, np.zeros(0, dtype=np.int64),
                                      np.zeros((0, self.store.vector_dim or 0), dtype=np.float32),
-                                     np.zeros(0, dtype=object))
+                                     np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64),
+                                     np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), np.zeros(0), {}, {},
+                                     np.zeros(0, dtype=np.int64))
+                cols = "id, author_id, vec_seq, msg_id, reply_to, session, turn, length(text), ts"
                 if mirror.max_seq == 0 and len(mirror.ids) == 0:  # first load: everything with a vector
-                    new = conn.execute("SELECT id, author_id, vec_seq FROM messages WHERE scope_id = ? AND embedded = 1 "
+                    new = conn.execute(f"SELECT {cols} FROM messages WHERE scope_id = ? AND embedded = 1 "
                                        "ORDER BY id", (scope_id,)).fetchall()
                 else:
-                    new = conn.execute("SELECT id, author_id, vec_seq FROM messages WHERE scope_id = ? AND embedded = 1 "
+                    new = conn.execute(f"SELECT {cols} FROM messages WHERE scope_id = ? AND embedded = 1 "
                                        "AND vec_seq > ? ORDER BY vec_seq", (scope_id, mirror.max_seq)).fetchall()
                 if new:
                     ids = np.fromiter((r[0] for r in new), dtype=np.int64, count=len(new))
@@ -126,9 +206,35 @@ class VectorIndex:
                                 f"SELECT rowid, embedding FROM message_vec WHERE rowid IN ({','.join('?' * len(chunk))})",
                                 chunk):
                             vecs[pos[int(rid)]] = np.frombuffer(blob, dtype=np.float32)
-                    mirror = _Mirror(gen, max(mirror.max_seq, max(int(r[2]) for r in new)),
-                                     np.concatenate([mirror.ids, ids]),
+                    prev, chars = _parents(mirror, new)
+                    reply = np.concatenate([mirror.reply, np.full(len(new), -1, dtype=np.int64)])
+                    for n, parent in enumerate(prev):  # in load order: the first reply wins
+                        if parent >= 0 and reply[parent] < 0:
+                            reply[parent] = len(mirror.ids) + n
+                    all_ids = np.concatenate([mirror.ids, ids])
+                    mirror = _Mirror(gen, max(mirror.max_seq, max(int(r[2]) for r in new)), all_ids,
                                      np.concatenate([mirror.matrix, vecs]) if len(mirror.ids) else vecs,
-                                     np.concatenate([mirror.authors, authors]))
+                                     np.concatenate([mirror.authors, authors]), np.concatenate([mirror.prev, prev]),
+                                     np.concatenate([mirror.chars, chars]), reply,
+                                     np.concatenate([mirror.ts, np.array([float(r[8]) for r in new])]),
+                                     mirror.rows_by_msg,
+                                     mirror.rows_by_turn,
+                                     np.argsort(all_ids, kind="stable"))
                 self._mirrors[scope_id] = mirror
             return mirror
+
+
+def _parents(mirror: _Mirror, new: list) -> tuple[np.ndarray, np.ndarray]:
+    """Parent rows and text lengths of newly loaded messages; updates the mirror's lookup tables."""
+    base = len(mirror.ids)
+    prev = np.full(len(new), -1, dtype=np.int64)
+    for n, (_, _, _, msg_id, reply_to, session, turn, _, _) in enumerate(new):
+        row = base + n
+        mirror.rows_by_msg[msg_id] = row
+        mirror.rows_by_turn[(session, turn)] = row
+        parent = mirror.rows_by_msg.get(reply_to) if reply_to else None
+        if parent is None:
+            parent = mirror.rows_by_turn.get((session, turn - 1))
+        prev[n] = -1 if parent is None or parent == row else parent
+    chars = np.fromiter((int(r[7] or 0) for r in new), dtype=np.int32, count=len(new))
+    return prev, chars

@@ -111,3 +111,22 @@ def test_common_terms_left_out_only_when_rarer_ones_exist(store):
     assert s.selective_terms("weather weathering") is None  # nothing rarer: keep the query as typed
     sid = store.scopes()[0].id
     assert s.search([sid], "weather zeppelin", mode="bm25")[0].message.msg_id == "7"
+
+
+def test_vector_mirror_links_parents_and_replies_across_loads(vstore):
+    """Rows loaded later still find their parent (reply-to first, else the previous turn) and set its reply."""
+    from memory.vectors import VectorIndex
+
+    vstore.ingest([msg(1, "Is the offsite in Lisbon?", author="bob"), msg(2, "yes!", author="alice")])
+    index = VectorIndex(vstore)
+    sid = scope(vstore)[0]
+    first = index.mirror(sid)
+    assert first.prev.tolist() == [-1, 0] and first.reply.tolist() == [1, -1]
+    vstore.ingest([msg(3, "which hotel?", author="carol"), msg(4, "the one by the river", author="bob", reply_to="1")])
+    m = index.mirror(sid)
+    assert m.prev.tolist() == [-1, 0, 1, 0]  # 4 replies to 1 explicitly, not to the previous turn
+    assert m.reply.tolist() == [1, 2, -1, -1]  # the first reply wins
+    scores = index.scores([sid], m.matrix[0], context=1.0, short_chars=10)
+    rows = scores.rows([int(i) for i in m.ids])
+    assert scores.sims[rows[1]] > float(m.matrix[1] @ m.matrix[0]) + 0.5  # "yes!" borrowed its parent's match
+    assert scores.rows([10**9]).tolist() == [-1]

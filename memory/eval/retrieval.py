@@ -40,7 +40,8 @@ System = Callable[[EvalContext, str, int], list[str]]
 
 def track1(mode: str) -> System:
     def run(ctx: EvalContext, question: str, k: int) -> list[str]:
-        return [h.message.msg_id for h in ctx.searcher.search(ctx.scope_ids, question, k=k, mode=mode)]  # type: ignore[arg-type]
+        return [h.message.msg_id for h in ctx.searcher.search(ctx.scope_ids, question, k=k, mode=mode,  # type: ignore[arg-type]
+                                                              asked_at=ctx.asked_at)]
     return run
 
 
