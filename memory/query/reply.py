@@ -219,7 +219,7 @@ class ReplyBuilder:
         # channel never used were measured too, and raised false declines past 10% on a tuning split
         # before they caught unanswerable questions (docs/replies.md). Both stay in the draft as diagnostics.
         if strength < self.decline_below:
-            closest = [m for m, c in scored[:2] if c > 0]
+            closest = [m for m, c in scored[: self.max_quotes] if c > 0]
             quoted = self._quote(closest, stems)
             lead = DECLINE + (" The closest I found:" if quoted else "")
             return ReplyDraft(lead, quoted, True, "decline", strength, named, missing)
@@ -231,8 +231,8 @@ class ReplyBuilder:
                 quoted[0].label, quoted[-1].label = "earlier", "latest"
                 return ReplyDraft("Here's how it went in the chat, oldest first:", quoted, False, "change",
                                   strength)
-        # Lead with what matches best; keep a weak third hit out so the reply stays on point.
-        shown = [m for m, c in scored[: self.max_quotes] if c >= strength * 0.5] or [scored[0][0]]
+        # Lead with what matches best; a hit that shares nothing with the question stays out.
+        shown = [m for m, c in scored[: self.max_quotes] if c > 0] or [scored[0][0]]
         update = self._later_update(question, stems, scored, shown[0])
         if update is not None:  # the current state: a later message that changed what the best one says
             shown = [update, shown[0]] + [m for m in shown[1:] if m.id != update.id][: self.max_quotes - 2]
@@ -321,14 +321,16 @@ class ReplyBuilder:
         wanted = pack.projection.people if len(pack.projection.people) >= 2 and ALL not in pack.projection.rows \
             else [p.person_id for p in members]
         names = {p.person_id: p.display_name for p in members}
-        quoted: list[Quoted] = []
+        found: list[tuple[StoredMessage, float]] = []
         silent: list[str] = []
         for pid in wanted:
             m, rel = self._member_best(pid, question, stems, weights, sims, per_author, ranked, follow_ups)
             if m is not None and (not stems or rel >= PERSON_MIN):
-                quoted.append(Quoted(len(quoted) + 1, m, quote_of(m.text, stems)))
+                found.append((m, rel))
             else:
                 silent.append(names.get(pid, pid))
+        found.sort(key=lambda mr: -mr[1])  # the member who speaks to it most directly first
+        quoted = [Quoted(i + 1, m, quote_of(m.text, stems)) for i, (m, _) in enumerate(found)]
         if not quoted:
             return ReplyDraft(DECLINE + " Nobody here has said anything about it.", [], True, "decline", strength)
         extra = [f"Nothing from {_join(silent)} on this."] if silent else []
