@@ -106,7 +106,7 @@ class AnswerSettings(Section):
         "deterministic check finds its names, numbers and words in the messages it cites. 'auto': evidence for the "
         "shipped 270M model (its sentences rarely pass the check), model for a configured one.")
     decline_below: float = Field(
-        0.1, ge=0.0, le=1.0, description="Decline (\"this channel's memory doesn't hold that\") when the best quoted "
+        0.05, ge=0.0, le=1.0, description="Decline (\"this channel's memory doesn't hold that\") when the best quoted "
         "message holds less than this IDF-weighted share of the question's topic words.")
     reader: bool = Field(False, description="Let a capable model look things up with typed tools (search, exact "
                          "phrase, current state, dates) for a few rounds before it answers (EGMemory's adaptive "

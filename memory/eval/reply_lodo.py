@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tqdm import tqdm
+
 from ..datasets import load_dataset
 from ..embeddings.base import Embedder
 from ..query.answer import Answerer
@@ -44,8 +46,10 @@ def collect(dataset: str, data: str | Path | None, embedder: Embedder, *, label:
             limit: int | None = None) -> list[QuestionFeatures]:
     """Per-question features of one dataset under every ordering variant (declines off)."""
     out: list[QuestionFeatures] = []
+    conversations = load_dataset(dataset, data)[:limit]
+    bar = tqdm(total=sum(len(c.questions) for c in conversations), desc=f"lodo {label or dataset}", unit="q")
     with tempfile.TemporaryDirectory(prefix="chorus-lodo-") as tmp:
-        for conv in load_dataset(dataset, data)[:limit]:
+        for conv in conversations:
             store = Store(Path(tmp) / f"{safe_name(conv.id)}.db", embedder=embedder, idle_gap_s=3600)
             try:
                 store.ingest(conv.messages)
@@ -53,6 +57,7 @@ def collect(dataset: str, data: str | Path | None, embedder: Embedder, *, label:
                 scope_ids = [s.id for s in store.scopes()]
                 asked_at = max(m.ts for m in conv.messages) + 3600
                 for q in conv.questions:
+                    bar.update(1)
                     pack, _, _ = answerer.prepare(scope_ids, q.question, asked_at=asked_at)
                     feats = QuestionFeatures(label or dataset, q.adversarial, bool(q.evidence))
                     gold = set(q.evidence)
@@ -67,6 +72,7 @@ def collect(dataset: str, data: str | Path | None, embedder: Embedder, *, label:
                     out.append(feats)
             finally:
                 store.close()
+    bar.close()
     return out
 
 
@@ -128,7 +134,8 @@ def lodo_table(features: dict[str, list[QuestionFeatures]], extra: dict[str, lis
         for target in targets:
             s = scores(everything[target], margin, t)
             data[f"{held}->{target}"] = {"margin": margin, "decline_below": t, **s}
-            rows.append([held, target, margin, t, *(("-" if v is None else f"{100 * v:.1f}") for v in s.values())])
+            rows.append([held, target, f"{margin:g}", f"{t:g}",
+                         *(("-" if v is None else f"{100 * v:.1f}") for v in s.values())])
     headers = ["held out", "scored on", "promote margin", "decline below", "false declines",
                "declined (unanswerable)", "cite-hit@1", "cite-hit@3", "answer recall"]
     return data, "### Reply constants, leave-one-dataset-out\n\n" + markdown_table(headers, rows)

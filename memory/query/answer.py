@@ -36,7 +36,7 @@ Policy = Literal["evidence", "model"]
 # Decline below this evidence strength (the best quoted message's relevance: IDF-weighted share of the
 # question's topic words, slot-aware, or closeness in meaning). Chosen leave-one-dataset-out
 # (docs/replies.md): the strictest value keeping false declines at or under 10% on each tuning split.
-DECLINE_BELOW = 0.1
+DECLINE_BELOW = 0.05
 _CITE = re.compile(r"\[(\d{1,3})\]")
 _DONT_KNOW = re.compile(r"\b(i don'?t know|i do not know|not (mentioned|in the messages)|no (answer|information))\b", re.I)
 

@@ -153,13 +153,13 @@ SHORT_REPLY_CHARS = 40
 _UPDATE_MSG = re.compile(r"\b(final(ly)?|update[ds]?|moved?|changed?|change of plan|instead|switch(ed)?|"
                          r"postponed?|rescheduled?|no longer|now|actually|it is|it's official)\b", re.I)
 # Search order holds unless a candidate's relevance beats those above it by this much (docs/replies.md).
-PROMOTE_MARGIN = 0.1
+PROMOTE_MARGIN = 0.05
 
 
 class ReplyBuilder:
     """Turns an evidence pack into an evidence-first reply (no model involved)."""
 
-    def __init__(self, *, decline_below: float = 0.1, max_quotes: int = 3,
+    def __init__(self, *, decline_below: float = 0.05, max_quotes: int = 3,
                  promote_margin: float = PROMOTE_MARGIN) -> None:
         self.decline_below = decline_below
         self.max_quotes = max_quotes
@@ -192,6 +192,8 @@ class ReplyBuilder:
             return ReplyDraft(EMPTY_CHANNEL if not members else DECLINE, [], True,
                               "empty" if not members else "decline")
         stems = question_stems(question, roster)
+        if not stems and known_words:  # "what did Susan want?": a name the chat uses is the topic
+            stems = content_stems(" ".join(sorted(known_words)))
         if not stems and not pack.projection.people:
             return ReplyDraft("Ask me about something said in this channel, for example “what did we decide "
                               "about Friday?” or “who has the key?”.", [], True, "no-topic")
