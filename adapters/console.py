@@ -32,7 +32,7 @@ _SPEAKER = re.compile(r"^\s*([^\s:/@][^:]{0,39}):\s?(.*)$", re.DOTALL)
 CONSOLE_HELP = """Console:
   NAME: TEXT          say TEXT as NAME (e.g. "alice: lunch at noon?")
   TEXT                say TEXT as the current speaker
-  @{bot} QUESTION     ask the bot (also inside a message)
+  {mention:<20}ask the bot (also inside a message)
   /as NAME            change the current speaker
   /channel NAME       move to another channel (each channel has its own memory)
   /help               this text
@@ -132,7 +132,7 @@ class ConsoleChat:
         if name in ("quit", "exit"):
             return False
         if name == "help":
-            self.say(CONSOLE_HELP.format(bot=self.bot_name) + "\n" + COMMAND_HELP)
+            self.say(CONSOLE_HELP.format(mention=f"@{self.bot_name} QUESTION") + "\n" + COMMAND_HELP)
         elif name == "as" and arg:
             self.speaker = arg
             self.say(f"(you are now {arg})")

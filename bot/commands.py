@@ -35,7 +35,7 @@ def console(args: argparse.Namespace, settings: Settings) -> int:
     bot = Bot(settings)
     scheduler = WriterScheduler(bot.writer, settings.writer.interval_seconds) if settings.writer.enabled else None
     try:
-        chat = ConsoleChat(bot, channel=args.channel)
+        chat = ConsoleChat(bot, stdout=private_stdout(), channel=args.channel)
         chat.say(f"(logs go to {log_path})")
         if settings.console.demo and not args.no_demo:
             n = chat.load_demo()
@@ -49,6 +49,18 @@ def console(args: argparse.Namespace, settings: Settings) -> int:
         if scheduler is not None:
             scheduler.stop()
         bot.close()
+
+
+def private_stdout():
+    """The chat's own handle on the terminal.
+
+    llama-cpp-python silences a model load by pointing the process's fd 1 and 2 at /dev/null for a
+    moment; the writer loads its model in a background thread, so a reply printed then would vanish.
+    """
+    try:
+        return open(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", buffering=1, closefd=True)
+    except (OSError, ValueError):  # no real stdout (embedded use)
+        return sys.stdout
 
 
 def console_logs_to_file(settings: Settings) -> Path:
