@@ -376,7 +376,8 @@ class Writer:
         for scope in self.store.scopes():
             mark, failures = self.watermark(scope.id)
             with self.store.read() as conn:
-                pending = conn.execute("SELECT count(*) FROM messages WHERE scope_id = ? AND id > ? AND deleted = 0",
+                pending = conn.execute("SELECT count(*) FROM messages WHERE scope_id = ? AND id > ? AND deleted = 0 "
+                                       "AND bot_traffic = 0",
                                        (scope.id, mark)).fetchone()[0]
                 err = conn.execute("SELECT last_error FROM writer_state WHERE scope_id = ?", (scope.id,)).fetchone()
             out.append(ScopeLag(scope.id, scope.label(), mark, pending, failures, err[0] if err else None,
