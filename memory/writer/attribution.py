@@ -7,7 +7,10 @@ someone else, owned by that person, who must be named, aliased, @mentioned or re
 to in the message. A GROUP record must rest on a message that speaks for the group.
 Grounding only checks the words; this checks the filing. Where the fix is
 unambiguous the filing is corrected and the correction recorded in the record's
-verification; otherwise the proposal is rejected with the reason.
+verification (a core record proposed under someone else becomes its author's; a
+profile record under the author, naming nobody, becomes their core record; a
+profile naming exactly one other person goes to that person); otherwise the
+proposal is rejected with the reason.
 """
 from __future__ import annotations
 
@@ -44,17 +47,10 @@ def check_filing(owner: str, layer: str, msg: StoredMessage, window: Sequence[St
     if layer == "per_speaker_core":
         if owner == author:
             return Filing(owner, layer)
-        if owner in referenced:
-            # The author says something about the owner: that is the owner's profile, by the author.
-            return Filing(owner, "per_speaker_profile",
-                          [f"layer per_speaker_core -> per_speaker_profile: {shown(author)} wrote about "
-                           f"{shown(owner)}"])
-        if not referenced:
-            return Filing(author, layer, [f"owner {shown(owner)} -> {shown(author)}: a core record is a "
-                                          "self-report of the message's author"])
-        return Filing(owner, layer, reason=f"a per_speaker_core record is a self-report, but message {msg.msg_id} "
-                                           f"was written by {shown(author)}, not {shown(owner)}, and names "
-                                           f"{', '.join(shown(p) for p in referenced)}")
+        # A core record is what its message's author says of themself: whoever else the model picked, the
+        # statement is the author's own (even when it names the picked person, it is the author speaking).
+        return Filing(author, layer, [f"owner {shown(owner)} -> {shown(author)}: a core record is a self-report "
+                                      "of the message's author"])
     # per_speaker_profile
     if owner in referenced:
         return Filing(owner, layer)
