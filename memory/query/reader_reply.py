@@ -11,9 +11,10 @@ model error) leaves the draft untouched, so the caller's usual path runs.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .reply import Quoted, ReplyDraft, quote_of
+from ..errors import ChorusError
+from .reply import Quoted, ReplyDraft, question_stems, quote_of
 from .support import SupportResult, check_sentence
 
 if TYPE_CHECKING:
@@ -50,3 +51,33 @@ def read_into(reader: "Reader", draft: ReplyDraft, scope_ids: Sequence[int], que
     if not check.ok:
         draft.notes.append(f"reader answer not shown ({check.reason})")
     return result, check
+
+
+def reader_answer(reader: "Reader", ans: Any, scope_ids: Sequence[int], question: str, roster: Sequence[Any], *,
+                  asked_at: float | None = None, exclude: frozenset[int] = frozenset(), **_: Any) -> bool:
+    """The ``Answerer`` hook: True when the reader's checked answer now is ``ans`` (an ``answer.Answer``).
+
+    False leaves ``ans`` as it was (apart from notes and timings), and the caller
+    goes on with its one-shot sentence.
+    """
+    draft = ans.draft
+    if draft is None:
+        return False
+    try:
+        result, check = read_into(reader, draft, scope_ids, question, question_stems(question, roster),
+                                  asked_at=asked_at, exclude=exclude)
+    except ChorusError as err:  # a store or model failure inside a tool: the reply goes on without the reader
+        log.warning("reader failed: %s", err, exc_info=True)
+        ans.notes.append(f"reader failed: {err}")
+        return False
+    ans.timings_ms["reader"] = result.seconds * 1000
+    ans.notes += [n for n in draft.notes if n.startswith("reader") and n not in ans.notes]
+    if not check.ok:
+        return False
+    ans.text = draft.text()
+    ans.cited = [q.n for q in draft.quoted]
+    ans.generated = draft.lead
+    ans.model_used = True
+    ans.support = check
+    ans.prompt_tokens = result.prompt_tokens
+    return True
