@@ -92,6 +92,24 @@ class ReaderResult:
         return (f"{body} {marks}".strip(), texts, [m.author_name for m in self.cited])
 
 
+@dataclass
+class _Loop:
+    """The running state of one question's tool loop."""
+
+    form: str
+    turns: list[ChatMessage]
+    log: list[ToolCall] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    notes: list[str] = field(default_factory=list)
+    stopped: str = "rounds"
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def used(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
 class Reader:
     """Runs the tool loop for one question at a time; holds no per-question state between calls."""
 
@@ -106,93 +124,103 @@ class Reader:
 
     def read(self, scope_ids: Sequence[int], question: str, *, asked_at: float | None = None,
              exclude: frozenset[int] = frozenset()) -> ReaderResult:
-        started = time.perf_counter()
+        """Run the tool loop for ``question``; never raises for model trouble (see ``ReaderResult.stopped``)."""
         cfg = self.config
         roster = [p for sid in scope_ids for p in self.store.roster(sid) if not p.is_bot]
         tools = ReaderTools(self.store, self.searcher, self.records, scope_ids, roster=roster, exclude=exclude)
-        form = pick_form(self.llm, have_raw=True, have_chat=True, form=self.form)
         opening = (f"Question: {question.strip()}\nAsked: {stamp(asked_at or time.time())}\n"
                    f"People in this channel: {', '.join(p.display_name for p in roster) or '(none yet)'}")
-        turns: list[ChatMessage] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": opening}]
-        log_: list[ToolCall] = []
-        used_prompt = used_completion = 0
-        notes: list[str] = []
-        stopped = "rounds"
+        loop = _Loop(pick_form(self.llm, have_raw=True, have_chat=True, form=self.form),
+                     [{"role": "system", "content": SYSTEM}, {"role": "user", "content": opening}])
         rnd = 0
         while True:
             rnd += 1
             final = rnd > cfg.max_rounds
-            if not final and self._estimate(turns) + cfg.max_tokens_per_call * 2 > cfg.token_budget - (
-                    used_prompt + used_completion):
-                final, stopped = True, "tokens"
+            if not final and self._estimate(loop.turns) + 2 * cfg.max_tokens_per_call > cfg.token_budget - loop.used:
+                final, loop.stopped = True, "tokens"
             if final:
-                if self._estimate(turns) + cfg.max_tokens_per_call > cfg.token_budget - (used_prompt + used_completion):
-                    notes.append("token budget spent before an answer could be asked for")
+                if self._estimate(loop.turns) + cfg.max_tokens_per_call > cfg.token_budget - loop.used:
+                    loop.notes.append("token budget spent before an answer could be asked for")
                     break
-                turns.append({"role": "user", "content": LAST_ROUND})
+                loop.turns.append({"role": "user", "content": LAST_ROUND})
             t = time.perf_counter()
             try:
-                out = self._turn(turns, form, allow_tools=not final)
+                completion, data = self._turn(loop.turns, loop.form, allow_tools=not final)
             except ModelOutputError as err:
-                # Not a usable turn (not JSON, wrong shape, cut off): log it, tell the model, go on. The
-                # tokens it burnt count against the budget (estimated: the backend returned no usage).
-                spent_prompt, spent_out = self._estimate(turns), self.llm.count_tokens(err.raw or "")
-                used_prompt += spent_prompt
-                used_completion += spent_out
-                log_.append(ToolCall(rnd, "?", {}, False, "", error=str(err), seconds=time.perf_counter() - t,
-                                     prompt_tokens=spent_prompt, completion_tokens=spent_out))
-                log.warning("reader round %d: unusable model output: %s", rnd, err)
+                self._unusable(loop, rnd, err, t)
                 if final:
                     break
-                turns += [{"role": "assistant", "content": err.raw[:400] or "(empty)"},
-                          {"role": "user", "content": f"That was not a valid tool call ({err.reason[:200]}). "
-                                                      "Reply with one JSON tool call."}]
                 continue
             except ModelError as err:
-                log_.append(ToolCall(rnd, "?", {}, False, "", error=str(err), seconds=time.perf_counter() - t))
+                loop.log.append(ToolCall(rnd, "?", {}, False, "", error=str(err), seconds=time.perf_counter() - t))
                 log.warning("reader round %d: model failed: %s", rnd, err)
-                notes.append(f"model failed: {err}")
-                stopped = "model_error"
+                loop.notes.append(f"model failed: {err}")
+                loop.stopped = "model_error"
                 break
-            completion, data = out
-            used_prompt += completion.prompt_tokens
-            used_completion += completion.completion_tokens
-            entry = ToolCall(rnd, str(data.get("tool", "?")) if isinstance(data, dict) else "?",
-                             {k: v for k, v in data.items() if k != "tool"} if isinstance(data, dict) else {},
-                             False, "", prompt_tokens=completion.prompt_tokens,
-                             completion_tokens=completion.completion_tokens)
-            log_.append(entry)
-            turns.append({"role": "assistant", "content": json.dumps(data, ensure_ascii=False)})
-            try:
-                call = parse_call(data)
-                if isinstance(call, FinalAnswer):
-                    entry.ok, entry.result = True, call.text
-                    entry.seconds = time.perf_counter() - t
-                    text, cited, dropped = self._cited(call, tools)
-                    if dropped:
-                        notes.append(f"dropped citations of messages no tool had shown: {dropped}")
-                    if not cited:
-                        notes.append("the answer cites no message a tool returned")
-                    log.info("reader answered after %d rounds (%d tool calls), %d+%d tokens", rnd,
-                             sum(1 for c in log_ if c.ok and c.tool != "answer"), used_prompt, used_completion)
-                    return ReaderResult(text, cited, log_, rnd, used_prompt, used_completion,
-                                        time.perf_counter() - started, "answered" if not final else stopped,
-                                        form, notes)
-                if final:
-                    raise ToolCallError("only the answer tool is allowed in the last round")
-                obs = tools.run(call)
-                entry.ok, entry.result, entry.message_ids = True, obs.text, [m.id for m in obs.messages]
-                turns.append({"role": "user", "content": f"Result of {call.tool}:\n{obs.text}"})
-            except ToolCallError as err:
-                entry.error = err.reason
-                turns.append({"role": "user", "content": f"Tool error: {err.reason}"})
-            entry.seconds = time.perf_counter() - t
-            log.info("reader round %d: %s %s -> %s", rnd, entry.tool, entry.args,
-                     "ok" if entry.ok else f"error: {entry.error}")
+            answer = self._step(loop, rnd, completion, data, tools, final, t)
+            if answer is not None:
+                return self._result(loop, rnd, answer, tools, final)
             if final:
                 break
-        return ReaderResult("", [], log_, rnd, used_prompt, used_completion, time.perf_counter() - started,
-                            stopped, form, notes)
+        return self._result(loop, rnd, None, tools, final)
+
+    def _unusable(self, loop: "_Loop", rnd: int, err: ModelOutputError, t: float) -> None:
+        """Not a usable turn (not JSON, wrong shape, cut off): log it, tell the model, go on. The tokens
+        it burnt count against the budget (estimated: a failed call reports no usage)."""
+        spent_prompt, spent_out = self._estimate(loop.turns), self.llm.count_tokens(err.raw or "")
+        loop.prompt_tokens += spent_prompt
+        loop.completion_tokens += spent_out
+        loop.log.append(ToolCall(rnd, "?", {}, False, "", error=str(err), seconds=time.perf_counter() - t,
+                                 prompt_tokens=spent_prompt, completion_tokens=spent_out))
+        log.warning("reader round %d: unusable model output: %s", rnd, err)
+        loop.turns += [{"role": "assistant", "content": err.raw[:400] or "(empty)"},
+                       {"role": "user", "content": f"That was not a valid tool call ({err.reason[:200]}). "
+                                                   "Reply with one JSON tool call."}]
+
+    def _step(self, loop: "_Loop", rnd: int, completion: Completion, data: Any, tools: ReaderTools, final: bool,
+              t: float) -> FinalAnswer | None:
+        """Log one parsed turn and run its tool; returns the final answer when the model gave one."""
+        loop.prompt_tokens += completion.prompt_tokens
+        loop.completion_tokens += completion.completion_tokens
+        is_obj = isinstance(data, dict)
+        entry = ToolCall(rnd, str(data.get("tool", "?")) if is_obj else "?",
+                         {k: v for k, v in data.items() if k != "tool"} if is_obj else {}, False, "",
+                         prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens)
+        loop.log.append(entry)
+        loop.turns.append({"role": "assistant", "content": json.dumps(data, ensure_ascii=False)})
+        try:
+            call = parse_call(data)
+            if isinstance(call, FinalAnswer):
+                entry.ok, entry.result, entry.seconds = True, call.text, time.perf_counter() - t
+                return call
+            if final:
+                raise ToolCallError("only the answer tool is allowed in the last round")
+            obs = tools.run(call)
+            entry.ok, entry.result, entry.message_ids = True, obs.text, [m.id for m in obs.messages]
+            loop.turns.append({"role": "user", "content": f"Result of {call.tool}:\n{obs.text}"})
+        except ToolCallError as err:
+            entry.error = err.reason
+            loop.turns.append({"role": "user", "content": f"Tool error: {err.reason}"})
+        entry.seconds = time.perf_counter() - t
+        log.info("reader round %d: %s %s -> %s", rnd, entry.tool, entry.args,
+                 "ok" if entry.ok else f"error: {entry.error}")
+        return None
+
+    def _result(self, loop: "_Loop", rnd: int, answer: FinalAnswer | None, tools: ReaderTools,
+                final: bool) -> ReaderResult:
+        seconds = time.perf_counter() - loop.started
+        if answer is None:
+            return ReaderResult("", [], loop.log, rnd, loop.prompt_tokens, loop.completion_tokens, seconds,
+                                loop.stopped, loop.form, loop.notes)
+        text, cited, dropped = self._cited(answer, tools)
+        if dropped:
+            loop.notes.append(f"dropped citations of messages no tool had shown: {dropped}")
+        if not cited:
+            loop.notes.append("the answer cites no message a tool returned")
+        log.info("reader answered after %d rounds (%d tool calls), %d+%d tokens", rnd,
+                 sum(1 for c in loop.log if c.ok and c.tool != "answer"), loop.prompt_tokens, loop.completion_tokens)
+        return ReaderResult(text, cited, loop.log, rnd, loop.prompt_tokens, loop.completion_tokens, seconds,
+                            loop.stopped if final else "answered", loop.form, loop.notes)
 
     def _estimate(self, turns: list[ChatMessage]) -> int:
         return sum(self.llm.count_tokens(t["content"]) + 4 for t in turns)
