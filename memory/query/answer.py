@@ -155,7 +155,9 @@ class Answerer:
         members = [p.person_id for p in roster if not p.is_bot]
         per_author = None
         if members and wants_members(question, len(pack.projection.people)):
-            found = self.searcher.best_by_authors(scope_ids, pack.projection.issue, members)
+            found = pack.per_author  # the rows' fallbacks, found with the same query, when rows needed them
+            if found is None or any(p not in found for p in members if p in pack.projection.people):
+                found = self.searcher.best_by_authors(scope_ids, pack.projection.issue, members)
             per_author = {a: m for a, m in found.items() if m.id not in exclude and not m.to_bot}
         follow_ups: dict[int, tuple[StoredMessage, StoredMessage]] = {}
         if per_author is not None:  # short replies after the best hits ("paid too") speak to the same topic
@@ -164,14 +166,17 @@ class Answerer:
                     if m.id != anchor.id and m.id not in exclude and not m.to_bot:
                         follow_ups.setdefault(m.id, (m, anchor))
         known = self.known_words(question)
-        sims = self.similarities(without_names(question, roster),
+        sims = self.similarities(scope_ids, without_names(question, roster),
                                  [m.id for m in ranked] + [m.id for m in (per_author or {}).values()]
                                  + list(follow_ups))
         return self.builder.build(question, pack, ranked, roster, weights, per_author=per_author,
                                   known_words=known, sims=sims, unseen=unseen, follow_ups=follow_ups)
 
-    def similarities(self, text: str, ids: list[int]) -> dict[int, float]:
-        """Cosine of the question to each stored message vector (none when the embedder is unavailable)."""
+    def similarities(self, scope_ids: list[int], text: str, ids: list[int]) -> dict[int, float]:
+        """Cosine of the question to each candidate's vector (none when the embedder is unavailable).
+
+        Read from the search's in-memory vector mirror (vec0 would scan the partition for each id).
+        """
         if self.store.embedder is None or not ids:
             return {}
         qv = self.searcher.vector_or_none(text)
@@ -179,7 +184,19 @@ class Answerer:
             return {}
         q = np.asarray(qv, dtype=np.float32).reshape(-1)
         q = q / (float(np.linalg.norm(q)) or 1.0)
-        return {i: float(v @ q / (float(np.linalg.norm(v)) or 1.0)) for i, v in self.store.vectors_of(ids).items()}
+        want = np.asarray(sorted(set(ids)), dtype=np.int64)
+        out: dict[int, float] = {}
+        for sid in scope_ids:
+            mirror = self.searcher.vectors.mirror(sid)
+            if mirror is None or len(mirror.ids) == 0:
+                continue
+            order = mirror.order if mirror.order is not None else np.argsort(mirror.ids, kind="stable")
+            pos = np.clip(np.searchsorted(mirror.ids, want, sorter=order), 0, len(mirror.ids) - 1)
+            rows = order[pos]
+            found = mirror.ids[rows] == want
+            for mid, sim in zip(want[found], mirror.matrix[rows[found]] @ q):
+                out[int(mid)] = float(sim)
+        return out
 
     def term_weights(self, stems: list[str]) -> tuple[dict[str, float], set[str]]:
         """IDF of each stem over the store's message index, and the stems no message holds.

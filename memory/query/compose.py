@@ -26,7 +26,7 @@ _FUSION_K = 10
 
 @dataclass
 class Budgets:
-    recall_pool: int = 40
+    recall_pool: int = 160  # = memory.search.HYBRID.pool (tuned leave-one-dataset-out)
     top_k: int = 10
     neighbours: int = 1
     expand_hits: int = 3
@@ -72,6 +72,7 @@ class EvidencePack:
     cites: list[Cite]
     hits: list[SearchHit]
     timings_ms: dict[str, float] = field(default_factory=dict)
+    per_author: dict[str, StoredMessage] | None = None  # each member's best message, when rows needed it
 
     def cite_for(self, n: int) -> Cite | None:
         return next((c for c in self.cites if c.n == n), None)
@@ -239,7 +240,10 @@ class Composer:
                     used += cost
                 rows.append(row)
         timings["track2"] = (time.perf_counter() - t) * 1000
-        return EvidencePack(projection, excerpts, rows, sorted(cites.values(), key=lambda c: c.n), hits, timings)
+        pack = EvidencePack(projection, excerpts, rows, sorted(cites.values(), key=lambda c: c.n), hits, timings)
+        if use_track2:
+            pack.per_author = fallback_cache
+        return pack
 
     def _row(self, scope_ids: list[int], key: str, name: str, projection: Projection,
              exclude: frozenset[int], cite, group_matches: list[Record], qv, fallback) -> Row:
