@@ -78,7 +78,7 @@ def main(args: argparse.Namespace, settings) -> int:
                 answerer.answer(sid, questions[-1], policy="model")  # warm the model (not on a timed question)
                 e2e, model_tokens = [], []
                 # Questions whose reply is plain evidence: those are the ones the model may write a lead for.
-                plain = [q for q in questions if not wants_members(q, 0)] or questions
+                plain = [q for q in synthetic.queries(int(args.queries)) if not wants_members(q, 0)] or questions
                 for q in plain[: int(args.generate)]:
                     t = time.perf_counter()
                     ans = answerer.answer(sid, q, policy="model")
