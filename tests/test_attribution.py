@@ -172,13 +172,15 @@ def test_profile_naming_several_people_but_not_the_owner_is_rejected(store):
 
 def test_bot_directed_message_is_never_a_record(store):
     store.ingest([msg(1, "@chorus what did we decide about the trip?", author="Alice", to_bot=True),
-                  msg(2, "We decided: the trip is on Saturday at 9am", author="Bob")])
+                  msg(2, "We decided: the trip is on Saturday at 9am", author="Bob"),
+                  msg(3, "I remember my notes: the trip was agreed for Saturday at 9am", author="Chorus",
+                      is_bot=True)])
     w = writer(store, [actions({"op": "ADD", "msg": 1, "owner": "Alice", "source": "Alice",
                                 "layer": "per_speaker_core", "utype": "fact", "content": "what did we decide"})])
     [res] = w.run_pending(force=True)
-    assert res.status == "committed" and w.watermark(store.scopes()[0].id)[0] == 2
-    prompt = w.llm.calls[0].prompt
-    assert "what did we decide about the trip" not in prompt.split("Now the real chat")[1]
+    assert res.status == "committed" and w.watermark(store.scopes()[0].id)[0] == 3
+    prompt = w.llm.calls[0].prompt.split("Now the real chat")[1]
+    assert "what did we decide about the trip" not in prompt and "I remember my notes" not in prompt
     recs = w.records.heads([store.scopes()[0].id])
     assert [r.owner for r in recs] == [GROUP]  # Bob's decision (a cue); nothing from the question
     assert all("what did we decide" not in r.content for r in recs)
