@@ -295,6 +295,7 @@ def test_mention_gets_an_answer_in_the_thread_with_source_links(tmp_path, monkey
             assert "rehearsal moved to Thursday" in body["content"]
             assert f"https://discord.com/channels/{GUILD_ID}/{THREAD}/1201" in body["content"]
             assert "1202" not in body["content"].split("Sources:")[1]  # the question is not its own source
+            assert h.store.find(ScopeKey("discord", GUILD_ID, GENERAL), "1202").to_bot  # kept, as bot traffic
     run(go())
 
 

@@ -253,6 +253,10 @@ def test_mention_is_answered_in_thread_with_links(h):
     assert "pizza by the river" in post["text"]
     assert "<https://chorus-test.slack.com/archives/C0GENERAL/p1717000020000100|[1]>" in post["text"]
     assert h.count() == 2  # the question itself is remembered too
+    question = h.store.find(ScopeKey("slack", TEAM, GENERAL), "1717000021.000100")
+    assert question.to_bot  # ...as bot traffic: never evidence, search result or writer input
+    again = h.bot.ask(ScopeKey("slack", TEAM, GENERAL), "where is the end-of-season dinner?")
+    assert [c.msg_id for c in again.citations] == ["1717000020.000100"]
 
 
 def test_edits_and_deletions_reach_memory(h):
