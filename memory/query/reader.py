@@ -46,6 +46,7 @@ class ReaderConfig:
     max_rounds: int = 4  # tool rounds before the answer is required (the paper allows up to ten)
     token_budget: int = 6000  # prompt + completion tokens over all rounds
     max_tokens_per_call: int = 160
+    min_lookups: int = 1  # rounds that must be tool calls before an answer is accepted (no answering blind)
 
 
 @dataclass
@@ -145,7 +146,8 @@ class Reader:
                 loop.turns.append({"role": "user", "content": LAST_ROUND})
             t = time.perf_counter()
             try:
-                completion, data = self._turn(loop.turns, loop.form, allow_tools=not final)
+                completion, data = self._turn(loop.turns, loop.form, allow_tools=not final,
+                                              allow_answer=final or rnd > cfg.min_lookups)
             except ModelOutputError as err:
                 self._unusable(loop, rnd, err, t)
                 if final:
@@ -157,7 +159,7 @@ class Reader:
                 loop.notes.append(f"model failed: {err}")
                 loop.stopped = "model_error"
                 break
-            answer = self._step(loop, rnd, completion, data, tools, final, t)
+            answer = self._step(loop, rnd, completion, data, tools, final, t, blind=rnd <= cfg.min_lookups)
             if answer is not None:
                 return self._result(loop, rnd, answer, tools, final)
             if final:
@@ -178,7 +180,7 @@ class Reader:
                                                    "Reply with one JSON tool call."}]
 
     def _step(self, loop: "_Loop", rnd: int, completion: Completion, data: Any, tools: ReaderTools, final: bool,
-              t: float) -> FinalAnswer | None:
+              t: float, *, blind: bool = False) -> FinalAnswer | None:
         """Log one parsed turn and run its tool; returns the final answer when the model gave one."""
         loop.prompt_tokens += completion.prompt_tokens
         loop.completion_tokens += completion.completion_tokens
@@ -190,6 +192,8 @@ class Reader:
         loop.turns.append({"role": "assistant", "content": json.dumps(data, ensure_ascii=False)})
         try:
             call = parse_call(data)
+            if isinstance(call, FinalAnswer) and blind and not final:
+                raise ToolCallError("look something up first: answer only after at least one tool call")
             if isinstance(call, FinalAnswer):
                 entry.ok, entry.result, entry.seconds = True, call.text, time.perf_counter() - t
                 return call
@@ -225,8 +229,9 @@ class Reader:
     def _estimate(self, turns: list[ChatMessage]) -> int:
         return sum(self.llm.count_tokens(t["content"]) + 4 for t in turns)
 
-    def _turn(self, turns: list[ChatMessage], form: str, *, allow_tools: bool) -> tuple[Completion, Any]:
-        schema = call_schema(allow_tools=allow_tools)
+    def _turn(self, turns: list[ChatMessage], form: str, *, allow_tools: bool,
+              allow_answer: bool = True) -> tuple[Completion, Any]:
+        schema = call_schema(allow_tools=allow_tools, allow_answer=allow_answer)
         out = generate(self.llm, raw_prompt=render_raw(turns) if form == "completion" else None,
                        messages=turns if form == "chat" else None, max_tokens=self.config.max_tokens_per_call,
                        temperature=0.0, schema=schema, priority=INTERACTIVE, form=form)

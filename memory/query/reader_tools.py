@@ -72,20 +72,21 @@ TOOL_MODELS: dict[str, type[_Args]] = {
 }
 TOOL_NAMES: tuple[str, ...] = tuple(TOOL_MODELS)
 
-TOOL_HELP = """Tools (reply with exactly one JSON object per turn):
-- {"tool": "search_evidence", "query": "<words>", "k": 5}: messages of this channel that match, best first;
-  a repeated search leaves out messages you have already seen.
-- {"tool": "lookup_phrase", "phrase": "<exact words>"}: messages containing these exact words (who said it).
-- {"tool": "read_current_state", "about": "<a person's name or a topic>"}: what memory currently holds about
-  them (the latest version of each record), with the messages each record rests on.
-- {"tool": "resolve_date", "expression": "<e.g. next Friday>", "message_id": <id>}: the calendar date that
-  expression meant when message <id> was sent.
-- {"tool": "answer", "text": "<your answer>", "cite": [<message ids>]}: finish; cite the ids (#N) of the
-  messages that support the answer."""
+TOOL_HELP = """Tools. Reply with exactly one JSON object per turn; the values below are only examples:
+- search_evidence: messages of this channel that match some words, best first; a repeated search leaves out
+  messages you have already seen. {"tool": "search_evidence", "query": "piano lessons price", "k": 5}
+- lookup_phrase: messages containing these exact words (who said it). {"tool": "lookup_phrase", "phrase":
+  "the blue kayak"}
+- read_current_state: what memory currently holds about a person or a topic (the latest version of each
+  record), with the messages each record rests on. {"tool": "read_current_state", "about": "Sam"}
+- resolve_date: the calendar date a relative expression meant when message #N was sent.
+  {"tool": "resolve_date", "expression": "next Tuesday", "message_id": 17}
+- answer: finish, citing the ids (#N) of the messages that support the answer.
+  {"tool": "answer", "text": "Sam pays 20 euros a lesson.", "cite": [17]}"""
 
 
-def call_schema(*, allow_tools: bool = True) -> dict:
-    """JSON schema of one reader turn: a tool call, or (always) the final answer.
+def call_schema(*, allow_tools: bool = True, allow_answer: bool = True) -> dict:
+    """JSON schema of one reader turn: a tool call and/or the final answer.
 
     String lengths are kept short on purpose: under a grammar they also bound how
     many tokens a turn can take, so a rambling model closes the string instead of
@@ -99,7 +100,7 @@ def call_schema(*, allow_tools: bool = True) -> dict:
                  ["tool", "text", "cite"])
     if not allow_tools:
         return answer
-    return {"anyOf": [
+    variants = [
         obj({"tool": {"const": "search_evidence"}, "query": {"type": "string", "maxLength": 80},
              "k": {"type": "integer", "minimum": 1, "maximum": 10}}, ["tool", "query"]),
         obj({"tool": {"const": "lookup_phrase"}, "phrase": {"type": "string", "maxLength": 60}}, ["tool", "phrase"]),
@@ -107,8 +108,8 @@ def call_schema(*, allow_tools: bool = True) -> dict:
             ["tool", "about"]),
         obj({"tool": {"const": "resolve_date"}, "expression": {"type": "string", "maxLength": 40},
              "message_id": {"type": "integer", "minimum": 1}}, ["tool", "expression", "message_id"]),
-        answer,
-    ]}
+    ]
+    return {"anyOf": variants + ([answer] if allow_answer else [])}
 
 
 def parse_call(data: object) -> _Args:
