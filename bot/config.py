@@ -91,7 +91,8 @@ class PersonaSettings(Section):
 
 
 class SearchSettings(Section):
-    recall_pool: int = Field(40, ge=1, le=500, description="Candidates each retriever contributes before fusion.")
+    recall_pool: int = Field(160, ge=1, le=500, description="Candidates each retriever contributes before fusion "
+                             "(160 was chosen leave-one-dataset-out; docs/retrieval.md).")
     top_k: int = Field(10, ge=1, le=100, description="Messages kept after fusion.")
     neighbours: int = Field(1, ge=0, le=5, description="Turns added before and after each hit for context.")
 

@@ -5,6 +5,7 @@ partition), never by filtering afterwards.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -35,8 +36,9 @@ HYBRID_BM25_MAX_DF = 0.05
 Mode = Literal["hybrid", "bm25", "dense"]
 
 
+@functools.lru_cache(maxsize=8192)
 def _porter(word: str) -> str:
-    """The stem FTS5's porter tokenizer stores for ``word`` (the original Porter algorithm)."""
+    """The stem FTS5's porter tokenizer stores for ``word`` (the original Porter algorithm); cached."""
     global _STEMMER
     if _STEMMER is None:
         from nltk.stem.porter import PorterStemmer
@@ -46,13 +48,18 @@ def _porter(word: str) -> str:
 
 
 _STEMMER = None
-# Fusion constants: BM25 ranks count fully, dense ranks 0.8, k = 10 (a sharper head than the usual 60).
-# Chosen on LoCoMo, SocialMemBench and FriendsQA together (README); score other data with --data.
+# The old fusion: BM25 ranks count fully, dense ranks 0.8, k = 10, 40 candidates a side (kept for
+# Track 2's rrf() and as the tuner's starting point).
 RRF_K = 10
 DENSE_WEIGHT = 0.8
-RECALL_POOL = 40
-# Hybrid search's constants (memory/fusion.py); this is the old weighted RRF until LODO chooses.
-HYBRID = FusionParams(method="rrf", pool=RECALL_POOL, lexical=1 / (1 + DENSE_WEIGHT), rrf_k=RRF_K)
+OLD_RRF = FusionParams(method="rrf", pool=40, lexical=1 / (1 + DENSE_WEIGHT), rrf_k=RRF_K)
+# Hybrid search's constants, chosen leave-one-dataset-out by `chorus eval retrieval --lodo` (tuned on
+# LoCoMo + SocialMemBench + FriendsQA dev for the worst of the three; docs/retrieval.md has the held-out
+# table and what each signal adds). Re-tune with that command rather than editing by hand.
+HYBRID = FusionParams(method="rrf", pool=160, lexical=0.5, adapt=0.2, rrf_k=10, author_column=0.0, author=0.2,
+                      dates=0.4, parent_words=0.2, parent_meaning=0.2, reply_words=0.3, reply_meaning=0.2,
+                      length=0.4)
+RECALL_POOL = HYBRID.pool
 
 
 @dataclass
@@ -267,12 +274,12 @@ class Searcher:
         lex = np.zeros(len(cand))
         lex[:len(lexical)] = [-s for _, s in lexical]  # FTS5 bm25() is lower-is-better
         lex_in = np.arange(len(cand)) < len(lexical)
-        sem_ids = {mid for mid, _ in semantic}
-        sem_in = np.array([mid in sem_ids for mid in cand])
+        sem_in = np.isin(np.asarray(cand, dtype=np.int64), np.fromiter((m for m, _ in semantic), dtype=np.int64,
+                                                                         count=len(semantic)))
         boost, wanted = self._signals(scope_ids, text, asked_at, p, view, k)
         fused = fuse(lex, lex_in, view.sims, sem_in, p, boost, parent=view.parent, reply=view.reply, chars=view.chars)
-        order = sorted(range(n_cand), key=lambda n: (-fused[n], cand[n]))
-        order = [n for n in order if cand[n] not in exclude]
+        ids = np.asarray(cand[:n_cand], dtype=np.int64)
+        order = [int(n) for n in np.lexsort((ids, -fused[:n_cand])) if cand[n] not in exclude]
         if wanted:
             order = spread_authors(order, [view.author(n) for n in order], wanted, k)
         order = order[:k]
@@ -345,13 +352,16 @@ class _Candidates:
         self.chars = pick(scores.chars, 0) if scores is not None else np.zeros(n)
         self.ts = pick(scores.ts, np.nan).astype(float) if scores is not None else np.full(n, np.nan)
         self.authors = pick(scores.authors, "") if scores is not None else np.full(n, "", dtype=object)
-        local = {int(r): i for i, r in enumerate(rows) if r >= 0}
         self.parent = np.full(n, -1, dtype=np.int64)
         self.reply = np.full(n, -1, dtype=np.int64)
         if scores is not None and have.any():
-            for i in np.flatnonzero(have):
-                self.parent[i] = local.get(int(scores.parent[rows[i]]), -1)
-                self.reply[i] = local.get(int(scores.reply[rows[i]]), -1)
+            by_row = np.argsort(rows, kind="stable")  # candidate position of a mirror row, by binary search
+            sorted_rows = rows[by_row]
+            for out, links in ((self.parent, scores.parent), (self.reply, scores.reply)):
+                target = np.where(have, links[safe], -1)
+                pos = np.clip(np.searchsorted(sorted_rows, target), 0, n - 1)
+                found = (target >= 0) & (sorted_rows[pos] == target)
+                out[found] = by_row[pos[found]]
 
     def fill_missing(self, store: Store) -> None:
         """Authors and times of candidates without a vector (embedding backlog), from the store."""

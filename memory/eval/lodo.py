@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..fusion import FusionParams, fuse, replies_of, spread_authors, with_context
-from ..search import HYBRID
+from ..search import OLD_RRF
 from ..signals import pinned_periods
 from .features import AUTHOR_COLUMNS, DatasetFeatures
 from .report import markdown_table
@@ -188,7 +188,7 @@ def objective(batches: list[Batch], p: FusionParams, how: str = "mean") -> float
     return float(min(vals) + 1e-3 * np.mean(vals)) if how == "min" else float(np.mean(vals))
 
 
-def tune(batches: list[Batch], start: FusionParams = HYBRID, sweeps: int = 4, how: str = "mean") -> FusionParams:
+def tune(batches: list[Batch], start: FusionParams = OLD_RRF, sweeps: int = 4, how: str = "mean") -> FusionParams:
     """Coordinate search over GRID maximising ``objective`` on ``batches``."""
     best, best_val = start, objective(batches, start, how)
     for _ in range(sweeps):
@@ -249,7 +249,7 @@ def _at(scores: dict[int, np.ndarray]) -> dict[int, float]:
     return {k: round(100 * float(v.mean()), 2) for k, v in scores.items()}
 
 
-def leave_one_out(batches: list[Batch], start: FusionParams = HYBRID, how: str = "min") -> LodoResult:
+def leave_one_out(batches: list[Batch], start: FusionParams = OLD_RRF, how: str = "min") -> LodoResult:
     """Tune on all but one dataset, score the one left out (for each); also tune on all.
 
     ``how="min"`` tunes for the worst training dataset (robust first); the mean-tuned held-out
@@ -279,7 +279,7 @@ def leave_one_out(batches: list[Batch], start: FusionParams = HYBRID, how: str =
     ablations["fusion alone (no chat signals, no adaptation)"] = {b.name: _at(score_hybrid(b, plain))[10]
                                                                   for b in batches}
     return LodoResult(names, {b.name: {h: _at(score_half(b, h)) for h in ("bm25", "dense")} for b in batches},
-                      {b.name: _at(score_hybrid(b, start)) for b in batches}, held, held_mean,
+                      {b.name: _at(score_hybrid(b, OLD_RRF)) for b in batches}, held, held_mean,
                       {b.name: _at(score_hybrid(b, best)) for b in batches}, chosen, ablations)
 
 
