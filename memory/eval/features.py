@@ -119,15 +119,18 @@ def collect(dataset: str, *, data: str | Path | None, embedder: Embedder, limit:
 
 def cached(dataset: str, cache_dir: str | Path, *, data: str | Path | None, embedder_factory,
            limit: int | None = None, progress: bool = True) -> DatasetFeatures:
-    """The dataset's features from ``cache_dir``, collected (and saved) on first use."""
+    """The dataset's features from ``cache_dir``, collected (and saved) on first use or when the
+    cache was made by another embedding model or cache version."""
     suffix = f"-{safe_name(str(data))}" if data else ""
     path = Path(cache_dir) / f"features-{dataset}{suffix}{f'-{limit}' if limit else ''}.pkl"
+    embedder = embedder_factory()
+    name = getattr(embedder, "name", type(embedder).__name__)
     if path.exists():
         with open(path, "rb") as fh:
             feats = pickle.load(fh)
-        if getattr(feats, "version", None) == CACHE_VERSION:
+        if getattr(feats, "version", None) == CACHE_VERSION and feats.embedder == name:
             return feats
-    feats = collect(dataset, data=data, embedder=embedder_factory(), limit=limit, progress=progress)
+    feats = collect(dataset, data=data, embedder=embedder, limit=limit, progress=progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as fh:
         pickle.dump(feats, fh)
