@@ -117,9 +117,11 @@ class Answerer:
         """Everything up to the reply: the pack and its rendered evidence (no generation)."""
         t = time.perf_counter()
         roster = self.roster(scope_ids)
-        projection: Projection = project(question, roster, asked_at=asked_at or time.time(), asker_id=asker_id)
+        asked_at = asked_at or time.time()
+        projection: Projection = project(question, roster, asked_at=asked_at, asker_id=asker_id)
         t_project = (time.perf_counter() - t) * 1000
-        pack = self.composer.compose(scope_ids, question, projection, roster, exclude=exclude, **ablations)
+        pack = self.composer.compose(scope_ids, question, projection, roster, exclude=exclude, asked_at=asked_at,
+                                     **ablations)
         pack.timings_ms["project"] = t_project
         names = {p.person_id: p.display_name for p in roster}
         evidence = pack.render(names)

@@ -172,11 +172,12 @@ class Composer:
 
     def compose(self, scope_ids: list[int], question: str, projection: Projection, roster: list[Person], *,
                 exclude: frozenset[int] = frozenset(), use_track1: bool = True, use_track2: bool = True,
-                person_rows: bool = True, group_rows: bool = True) -> EvidencePack:
+                person_rows: bool = True, group_rows: bool = True, asked_at: float | None = None) -> EvidencePack:
         b = self.budgets
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        hits = self.searcher.search(scope_ids, question, k=b.top_k, pool=b.recall_pool, exclude=exclude) \
+        hits = self.searcher.search(scope_ids, question, k=b.top_k, pool=b.recall_pool, exclude=exclude,
+                                    asked_at=asked_at) \
             if use_track1 else []
         timings["track1"] = (time.perf_counter() - t) * 1000
         cites: dict[int, Cite] = {}
