@@ -153,7 +153,7 @@ SHORT_REPLY_CHARS = 40
 _UPDATE_MSG = re.compile(r"\b(final(ly)?|update[ds]?|moved?|changed?|change of plan|instead|switch(ed)?|"
                          r"postponed?|rescheduled?|no longer|now|actually|it is|it's official)\b", re.I)
 # Search order holds unless a candidate's relevance beats those above it by this much (docs/replies.md).
-PROMOTE_MARGIN = 0.05
+PROMOTE_MARGIN = 0.3
 
 
 class ReplyBuilder:
@@ -203,7 +203,7 @@ class ReplyBuilder:
             return ReplyDraft(f"I don't know anyone called {names} in this channel, and nobody here has "
                               f"mentioned them, so I can't answer that.", [], True, "unknown-person")
         rel = {m.id: self.relevance(question, stems, weights, m, sims) for m in ranked}
-        ranked = self.order(ranked, rel)
+        ranked = self.with_answer_first(question, stems, sims, self.order(ranked, rel))
         scored = [(m, rel[m.id]) for m in ranked]
         strength = max((c for _, c in scored[: self.max_quotes]), default=0.0)
         named = self._named_strength(pack, roster, scored)
@@ -293,6 +293,26 @@ class ReplyBuilder:
                 pos -= 1
             out.insert(pos, m)
         return out
+
+    def with_answer_first(self, question: str, stems: Sequence[str], sims: dict[int, float],
+                          ranked: list[StoredMessage]) -> list[StoredMessage]:
+        """For a question wanting a time, place or amount: the first of the top three that holds one
+        (on topic) leads, when the top message does not ("we need to pick a place" vs "pizza by the river")."""
+        slot = answer_slot(question)
+        if slot is None or len(ranked) < 2:
+            return ranked
+
+        def answers(m: StoredMessage) -> bool:
+            on_topic = bool(set(stems) & set(content_stems(m.text))) or \
+                dense_relevance(sims.get(m.id)) >= SLOT_MIN_DENSE
+            return on_topic and has_slot(slot, m.text)
+
+        if answers(ranked[0]):
+            return ranked
+        for i, m in enumerate(ranked[1: self.max_quotes], 1):
+            if answers(m):
+                return [m, *ranked[:i], *ranked[i + 1:]]
+        return ranked
 
     def _quote(self, msgs: Sequence[StoredMessage], stems: Sequence[str], start: int = 1) -> list[Quoted]:
         return [Quoted(start + i, m, quote_of(m.text, stems)) for i, m in enumerate(msgs)]
