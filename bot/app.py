@@ -235,11 +235,17 @@ class Bot:
         a = self.settings.answer
         policy = a.policy if a.policy != "auto" else ("model" if self.settings.llm.model_path or
                                                       self.settings.llm.backend != "llama" else "evidence")
+        reader = None
+        if a.reader and policy == "model":  # EGMemory's adaptive reader, for capable models (docs/models.md)
+            from memory.query.reader import Reader, ReaderConfig
+
+            reader = Reader(self.store, self.searcher, self.records, self.llm,
+                            config=ReaderConfig(max_rounds=a.reader_rounds, token_budget=a.reader_token_budget))
         return Answerer(self.store, self.searcher, self.records, self.llm if policy == "model" else None,
                         persona=PersonaVoice(p.name, p.description, p.voice, p.cares_about),
                         budgets=Budgets(recall_pool=s.recall_pool, top_k=s.top_k, neighbours=s.neighbours,
                                         token_budget=a.evidence_token_budget),
-                        max_new_tokens=a.max_new_tokens, policy=policy, decline_below=a.decline_below)
+                        max_new_tokens=a.max_new_tokens, policy=policy, decline_below=a.decline_below, reader=reader)
 
     def profile(self, key: ScopeKey, person: str) -> Reply:
         """A person's current core and profile records, and what others said about them."""

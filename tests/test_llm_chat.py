@@ -196,3 +196,15 @@ def test_shipped_base_model_has_no_template_and_stays_on_raw_prompts():
         assert out.form == "completion"
     finally:
         gemma.close()
+
+
+def test_gpu_check_says_no_gpu_and_succeeds_on_a_cpu_machine():
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has nvidia-smi; the GPU check would build the CUDA wheel")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("no GPU")

@@ -68,7 +68,8 @@ def test_search_then_answer_cites_what_the_tool_showed(chat_store):
     assert first.tool == "search_evidence" and first.ok and first.message_ids
     assert first.args == {"query": "spare amplifier", "k": 3}
     assert llm.calls[0].messages is not None and llm.calls[0].priority == "interactive"
-    assert llm.calls[0].json_schema == call_schema()
+    assert llm.calls[0].json_schema == call_schema(allow_answer=False)  # the first turn must look something up
+    assert llm.calls[1].json_schema == call_schema()
     assert result.prompt_tokens > 0 and result.completion_tokens > 0
 
 
@@ -128,6 +129,18 @@ def test_unknown_tool_and_bad_arguments_are_logged_and_shown_to_the_model(chat_s
     assert "not a valid tool call" in llm.calls[3].prompt
     assert result.stopped == "answered" and result.cited == []
     assert any("cites no message" in n for n in result.notes)
+
+
+def test_an_answer_before_any_lookup_is_refused(chat_store):
+    store, sid, records = chat_store
+    reader, llm = reader_for(store, records, [
+        call("answer", text="Ann, surely.", cite=[]),
+        call("lookup_phrase", phrase="spare amplifier"),
+        lambda p: call("answer", text="Ann has it.", cite=ids_in(p, "Ann")),
+    ])
+    result = reader.read([sid], "Who has the spare amplifier?")
+    assert not result.tool_log[0].ok and "look something up first" in result.tool_log[0].error
+    assert result.stopped == "answered" and result.text == "Ann has it." and result.cited
 
 
 def test_round_budget_forces_an_answer_with_tools_disallowed(chat_store):
@@ -269,3 +282,43 @@ def test_a_checked_reader_answer_replaces_the_draft_and_a_failing_one_does_not(c
     result, check = read_into(bad, d, [sid], "Who has the spare amplifier?", ["spare", "amplifier"])
     assert not check.ok and d.lead == "Here is what I found:" and d.quoted[0].message.id == other.id
     assert any("reader answer not shown" in n for n in d.notes)
+
+
+def test_answerer_uses_a_configured_reader_and_falls_back_when_its_answer_fails(chat_store):
+    from memory.query.answer import Answerer
+
+    store, sid, records = chat_store
+    llm = ScriptedLLM([
+        call("lookup_phrase", phrase="spare amplifier"),
+        lambda p: call("answer", text="Ann has the spare amplifier in her garage.", cite=ids_in(p, "Ann")),
+        # second question: the reader's answer fails its check, so the one-shot sentence is asked for
+        call("lookup_phrase", phrase="spare amplifier"),
+        call("answer", text="Nobody knows.", cite=[]),
+        "I don't know.",
+    ], chat_template=True)
+    reader = Reader(store, Searcher(store), records, llm, config=ReaderConfig(max_rounds=2))
+    answerer = Answerer(store, Searcher(store), records, llm, policy="model", reader=reader)
+    ans = answerer.answer([sid], "Who has the spare amplifier?")
+    assert ans.generated.startswith("Ann has the spare amplifier") and ans.support.ok and ans.model_used
+    assert [m.text for m in ans.cited_messages] == ["I have the spare amplifier in my garage"]
+    assert "reader" in ans.timings_ms and any(n.startswith("reader:") for n in ans.notes)
+    ans = answerer.answer([sid], "Who has the spare amplifier?")
+    assert any("reader answer not shown" in n for n in ans.notes)
+    assert llm.remaining == 0 and llm.calls[-1].messages[0]["content"].startswith("You are Chorus")
+
+
+def test_the_bot_builds_a_reader_only_when_configured(store):
+    from bot.app import Bot
+    from bot.config import Settings
+
+    fake = ScriptedLLM([], chat_template=True)
+    off = Bot(Settings.model_validate({"answer": {"policy": "model"}}), store=store, llm=fake, load_models=False)
+    assert off.answerer().reader is None
+    on = Bot(Settings.model_validate({"answer": {"policy": "model", "reader": True, "reader_rounds": 3,
+                                                 "reader_token_budget": 2000}}),
+             store=store, llm=fake, load_models=False)
+    reader = on.answerer().reader
+    assert reader is not None and reader.config.max_rounds == 3 and reader.config.token_budget == 2000
+    evidence = Bot(Settings.model_validate({"answer": {"policy": "evidence", "reader": True}}), store=store,
+                   llm=fake, load_models=False)
+    assert evidence.answerer().reader is None  # no model sentence at all under the evidence policy

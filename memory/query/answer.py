@@ -13,12 +13,14 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ..errors import ModelError
 from ..llm.base import INTERACTIVE, LLM
+from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
+from ..llm.prompts_chat import answer_messages
 from ..models import StoredMessage
 from ..records import Records
 from ..search import Searcher
@@ -26,8 +28,12 @@ from ..store import Person, Store
 from ..timefmt import stamp
 from .compose import Budgets, Composer, EvidencePack
 from .project import Projection, project
+from .reader_reply import reader_answer
 from .reply import DECLINE, ReplyBuilder, ReplyDraft, question_stems, wants_members
 from .support import SupportResult, check_sentence, idf, sentences, stem
+
+if TYPE_CHECKING:
+    from .reader import Reader
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +107,7 @@ class Answerer:
     def __init__(self, store: Store, searcher: Searcher, records: Records, llm: LLM | None, *,
                  persona: PersonaVoice | None = None, budgets: Budgets | None = None,
                  max_new_tokens: int = 48, policy: Policy = "evidence",
-                 decline_below: float = DECLINE_BELOW) -> None:
+                 decline_below: float = DECLINE_BELOW, reader: "Reader | None" = None) -> None:
         self.store = store
         self.searcher = searcher
         self.composer = Composer(store, searcher, records, budgets)
@@ -110,6 +116,7 @@ class Answerer:
         self.max_new_tokens = max_new_tokens
         self.policy: Policy = policy
         self.builder = ReplyBuilder(decline_below=decline_below)
+        self.reader = reader  # EGMemory's adaptive reader (answer.reader); its answer passes the same check
 
     def prepare(self, scope_ids: list[int], question: str, *, asked_at: float | None = None,
                 asker_id: str | None = None, exclude: frozenset[int] = frozenset(),
@@ -143,7 +150,9 @@ class Answerer:
                      notes=list(draft.notes), draft=draft)
         if (policy or self.policy) == "model" and self.llm is not None and draft.kind == "evidence" \
                 and draft.quoted:
-            self._generate(question, ans)
+            if self.reader is None or not reader_answer(self.reader, ans, scope_ids, question,
+                                                        self.roster(scope_ids), **kw):
+                self._generate(question, ans)
         timings["total"] = (time.perf_counter() - t0) * 1000
         return ans
 
@@ -234,8 +243,9 @@ class Answerer:
         ans.prompt = answer_prompt(self.persona, question, evidence)
         t = time.perf_counter()
         try:
-            out = self.llm.complete(ans.prompt, max_tokens=self.max_new_tokens, temperature=0.0,  # type: ignore[union-attr]
-                                    stop=["\nQuestion:", "\n\n", "\n["], priority=INTERACTIVE)
+            out = generate(self.llm, raw_prompt=ans.prompt, messages=answer_messages(self.persona, question, evidence),
+                           max_tokens=self.max_new_tokens, temperature=0.0, stop=["\nQuestion:", "\n\n", "\n["],
+                           chat_stop=["\n\n"], priority=INTERACTIVE)
         except ModelError as exc:
             log.warning("answer model failed: %s", exc)
             ans.notes.append(f"model unavailable: {exc}")

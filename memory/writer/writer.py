@@ -15,6 +15,8 @@ from typing import Callable, Sequence
 
 from ..errors import ModelError, ModelOutputError
 from ..llm.base import BACKGROUND, LLM, Completion
+from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
+from ..llm.prompts_chat import insight_messages, writer_messages
 from ..models import StoredMessage
 from ..records import GROUP, INSIGHT_LAYER, NewRecord, Record, Records
 from ..store import MESSAGE_COLUMNS, Store, row_to_message
@@ -183,8 +185,9 @@ class Writer:
         _, failures = self.watermark(window.scope_id)
         temperature = 0.0 if failures == 0 and window.quarantine_id is None else 0.7
         try:
-            completion = self.llm.complete(prompt, max_tokens=self.config.max_new_tokens, temperature=temperature,
-                                           json_schema=schema, priority=BACKGROUND)
+            completion = generate(self.llm, raw_prompt=prompt, messages=writer_messages(
+                people, shown, names, inputs, extractive=self.config.extractive),
+                max_tokens=self.config.max_new_tokens, temperature=temperature, schema=schema, priority=BACKGROUND)
             raw = completion.text
             actions = parse_actions(raw)
         except ModelOutputError as exc:
@@ -228,9 +231,10 @@ class Writer:
         if self.persona is not None and facts:
             try:
                 existing = [h.content for h in all_heads if h.layer == INSIGHT_LAYER]
-                insight_completion = self.llm.complete(
-                    insight_prompt(self.persona, facts, names), max_tokens=200, temperature=0.0,
-                    json_schema=insight_schema(len(facts)), priority=BACKGROUND)
+                insight_completion = generate(
+                    self.llm, raw_prompt=insight_prompt(self.persona, facts, names),
+                    messages=insight_messages(self.persona, facts, names), max_tokens=200, temperature=0.0,
+                    schema=insight_schema(len(facts)), priority=BACKGROUND)
                 data = json.loads(insight_completion.text, strict=False)
                 insights, bad = verify_insights(data, facts, existing, window.scope_id)
                 rejected += bad
