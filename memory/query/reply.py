@@ -203,7 +203,7 @@ class ReplyBuilder:
             return ReplyDraft(f"I don't know anyone called {names} in this channel, and nobody here has "
                               f"mentioned them, so I can't answer that.", [], True, "unknown-person")
         rel = {m.id: self.relevance(question, stems, weights, m, sims) for m in ranked}
-        ranked = self.with_answer_first(question, stems, sims, self.order(ranked, rel))
+        ranked = self.with_best_shown(self.with_answer_first(question, stems, sims, self.order(ranked, rel)), rel)
         scored = [(m, rel[m.id]) for m in ranked]
         strength = max((c for _, c in scored[: self.max_quotes]), default=0.0)
         named = self._named_strength(pack, roster, scored)
@@ -293,6 +293,17 @@ class ReplyBuilder:
                 pos -= 1
             out.insert(pos, m)
         return out
+
+    def with_best_shown(self, ranked: list[StoredMessage], rel: dict[int, float]) -> list[StoredMessage]:
+        """The most relevant candidate is always among those shown: it takes the last place if search
+        ranked it lower (so a reply never declines over evidence it holds, and never hides it)."""
+        if len(ranked) <= self.max_quotes:
+            return ranked
+        best = max(ranked, key=lambda m: rel[m.id])
+        if any(m.id == best.id for m in ranked[: self.max_quotes]):
+            return ranked
+        rest = [m for m in ranked if m.id != best.id]
+        return [*rest[: self.max_quotes - 1], best, *rest[self.max_quotes - 1:]]
 
     def with_answer_first(self, question: str, stems: Sequence[str], sims: dict[int, float],
                           ranked: list[StoredMessage]) -> list[StoredMessage]:
