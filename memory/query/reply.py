@@ -153,7 +153,7 @@ SHORT_REPLY_CHARS = 40
 _UPDATE_MSG = re.compile(r"\b(final(ly)?|update[ds]?|moved?|changed?|change of plan|instead|switch(ed)?|"
                          r"postponed?|rescheduled?|no longer|now|actually|it is|it's official)\b", re.I)
 # Search order holds unless a candidate's relevance beats those above it by this much (docs/replies.md).
-PROMOTE_MARGIN = 0.3
+PROMOTE_MARGIN = 0.05
 
 
 class ReplyBuilder:
