@@ -6,6 +6,7 @@ interpreted as FTS5 syntax, because every term is emitted as a quoted string.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 
@@ -29,6 +30,22 @@ def terms(text: str, *, keep_stopwords: bool = False) -> list[str]:
             if part and (keep_stopwords or part not in STOPWORDS) and part not in seen:
                 seen[part] = None
     return list(seen)
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """The stem FTS5's porter tokenizer stores for a lower-cased word (nltk's original Porter algorithm).
+
+    Search, grounding and the reply check all compare words this way, so they agree with the index.
+    """
+    return _porter().stem(word)
+
+
+@lru_cache(maxsize=1)
+def _porter():
+    from nltk.stem.porter import PorterStemmer
+
+    return PorterStemmer(mode=PorterStemmer.ORIGINAL_ALGORITHM)
 
 
 def quote(term: str) -> str:

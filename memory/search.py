@@ -5,7 +5,6 @@ partition), never by filtering afterwards.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -36,18 +35,6 @@ HYBRID_BM25_MAX_DF = 0.05
 Mode = Literal["hybrid", "bm25", "dense"]
 
 
-@functools.lru_cache(maxsize=8192)
-def _porter(word: str) -> str:
-    """The stem FTS5's porter tokenizer stores for ``word`` (the original Porter algorithm); cached."""
-    global _STEMMER
-    if _STEMMER is None:
-        from nltk.stem.porter import PorterStemmer
-
-        _STEMMER = PorterStemmer(mode=PorterStemmer.ORIGINAL_ALGORITHM)
-    return _STEMMER.stem(word)
-
-
-_STEMMER = None
 # The old fusion: BM25 ranks count fully, dense ranks 0.8, k = 10, 40 candidates a side (kept for
 # Track 2's rrf() and as the tuner's starting point).
 RRF_K = 10
@@ -148,7 +135,7 @@ class Searcher:
         words = ftsquery.terms(text)
         if len(words) < 2:
             return None
-        stems = {w: _porter(w) for w in words}
+        stems = {w: ftsquery.stem(w) for w in words}
         with self.store.read() as conn:
             n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]  # ~ messages indexed
             unique = sorted(set(stems.values()))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from ..errors import ModelError
+from ..ftsquery import stem
 from ..llm.base import INTERACTIVE, LLM
 from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
 from ..llm.prompts_chat import answer_messages

@@ -10,10 +10,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Iterable, Sequence
 
-from ..ftsquery import terms
+from ..ftsquery import stem, terms
 
 _NUMBER = re.compile(r"(?<![\w])[$€£]?\d[\d,.:/]*(?:am|pm|st|nd|rd|th|k|%)?(?![\w])", re.I)
 _CAPITAL = re.compile(r"(?<![\w'’])([A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?)")
@@ -36,19 +35,6 @@ hasn haven hadn yet
 """.split())
 
 
-@lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """The Porter stem of a lower-cased word (nltk's; the same stemmer search uses)."""
-    return _stemmer().stem(word) if word.isalpha() else word
-
-
-@lru_cache(maxsize=1)
-def _stemmer():
-    from nltk.stem.porter import PorterStemmer
-
-    return PorterStemmer(mode=PorterStemmer.ORIGINAL_ALGORITHM)
-
-
 def content_stems(text: str, *, drop: Iterable[str] = ()) -> list[str]:
     """Stems of the content words of ``text`` (stopwords and ``drop`` left out), in order, unique."""
     dropped = set(drop)
@@ -56,7 +42,7 @@ def content_stems(text: str, *, drop: Iterable[str] = ()) -> list[str]:
     for w in terms(text):
         if w in dropped or len(w) < 2 and not w.isdigit():
             continue
-        out[stem(w)] = None
+        out[stem(w) if w.isalpha() else w] = None
     return list(out)
 
 

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
-from nltk.stem.porter import PorterStemmer
-
-from ..ftsquery import STOPWORDS, terms
+from ..ftsquery import STOPWORDS, stem, terms
 
 _STEERING = [
     re.compile(r"ignore\s+(all\s+|any\s+|the\s+)?(previous|prior|above|earlier)\s+(instructions|rules|prompts?)", re.I),
@@ -37,15 +34,6 @@ def steering_reason(text: str) -> str | None:
         if m:
             return f"the message tries to instruct the memory writer ({m.group(0).strip()[:40]!r})"
     return None
-
-
-_PORTER = PorterStemmer(mode=PorterStemmer.ORIGINAL_ALGORITHM)  # the algorithm FTS5's porter tokenizer uses
-
-
-@lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """Porter stem, so "booked" grounds in "booking" (cached: grounding stems every window word)."""
-    return _PORTER.stem(word)
 
 
 def content_terms(text: str) -> set[str]:
