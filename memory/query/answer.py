@@ -31,7 +31,7 @@ from .compose import Budgets, Composer, EvidencePack
 from .project import Projection, project
 from .reader_reply import reader_answer
 from .reply import DECLINE, ReplyBuilder, ReplyDraft, question_stems, wants_members
-from .support import SupportResult, check_sentence, idf, sentences, stem
+from .support import SupportResult, check_sentence, idf, sentences
 
 if TYPE_CHECKING:
     from .reader import Reader
@@ -163,7 +163,7 @@ class Answerer:
         roster = self.roster(scope_ids)
         ranked = [m for m in pack.ranked(10) if m.id not in exclude and not m.to_bot]
         stems = question_stems(question, roster)
-        weights, unseen = self.term_weights(stems)
+        weights = self.term_weights(stems)
         members = [p.person_id for p in roster if not p.is_bot]
         per_author = None
         if members and wants_members(question, len(pack.projection.people)):
@@ -182,7 +182,7 @@ class Answerer:
                                  [m.id for m in ranked] + [m.id for m in (per_author or {}).values()]
                                  + list(follow_ups))
         return self.builder.build(question, pack, ranked, roster, weights, per_author=per_author,
-                                  known_words=known, sims=sims, unseen=unseen, follow_ups=follow_ups)
+                                  known_words=known, sims=sims, follow_ups=follow_ups)
 
     def similarities(self, scope_ids: list[int], text: str, ids: list[int]) -> dict[int, float]:
         """Cosine of the question to each candidate's vector (none when the embedder is unavailable).
@@ -210,19 +210,18 @@ class Answerer:
                 out[int(mid)] = float(sim)
         return out
 
-    def term_weights(self, stems: list[str]) -> tuple[dict[str, float], set[str]]:
-        """IDF of each stem over the store's message index, and the stems no message holds.
+    def term_weights(self, stems: list[str]) -> dict[str, float]:
+        """IDF of each stem over the store's message index (rare words say more about relevance).
 
-        Rare words say more about relevance; a topic word the channel never used says it cannot
-        hold the answer. The index spans every scope of the file, which is what IDF needs.
+        The index spans every scope of the file, which is what IDF needs.
         """
         if not stems:
-            return {}, set()
+            return {}
         with self.store.read() as conn:
             n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0] or 1
             df = dict(conn.execute(f"SELECT term, doc FROM messages_fts_vocab WHERE term IN "
                                    f"({','.join('?' * len(stems))})", stems).fetchall())
-        return {s: idf(int(df.get(s, 0)), n) for s in stems}, {s for s in stems if not df.get(s)}
+        return {s: idf(int(df.get(s, 0)), n) for s in stems}
 
     def known_words(self, question: str) -> set[str]:
         """Capitalised words of the question that occur somewhere in the stored messages."""

@@ -20,7 +20,7 @@ from ..store import Person
 from ..timefmt import stamp
 from .compose import EvidencePack
 from .project import ALL
-from .support import QUESTION_FRAMING, answer_slot, content_stems, coverage, has_slot, sentences, slot_coverage
+from .support import QUESTION_FRAMING, answer_slot, content_stems, has_slot, sentences, slot_coverage
 
 DECLINE = "This channel's memory doesn't hold that."
 EMPTY_CHANNEL = "I don't have any messages from this channel yet, so there's nothing to go on."
@@ -33,7 +33,6 @@ _ABSENT = re.compile(r"\bwho\s+(hasn'?t|has not|haven'?t|have not|didn'?t|did no
 _CHANGE = re.compile(r"\b(used to|originally|at first|initially|before (it|the|that|we|they)|previous(ly)?|"
                      r"earlier plan|old plan|chang(e|ed|es)|switch(ed)?|moved|no longer|instead of|"
                      r"what was the)\b", re.I)
-_CAP_WORD = re.compile(r"(?<![\w'’])([A-Z][a-z]{2,})(?:'s|’s)?\b")
 _PERSON_SLOT = re.compile(r"\b(?:did|does|do|has|have|is|was|were|would|will|about|from|by|with|to|for|"
                           r"tell me about|ask|asked)\s+([A-Z][a-z]{2,})\b|\b([A-Z][a-z]{2,})(?:'s|’s)\b")
 QUOTE_CHARS = 240
@@ -62,22 +61,21 @@ class ReplyDraft:
     declined: bool
     kind: str  # evidence, each, absent, change, decline, empty, unknown-person
     strength: float = 0.0
-    named_strength: float | None = None  # best relevance among messages by or naming the people asked about
-    missing_share: float = 0.0  # IDF share of the question's topic words the channel never used
     extra_lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def text(self) -> str:
         return "\n".join([self.lead, *self.extra_lines, *(q.line() for q in self.quoted)])
 
-    @property
-    def cited_ids(self) -> list[int]:
-        return [q.message.id for q in self.quoted]
+
+def _asks_each(question: str, people_named: int) -> bool:
+    """ "What does each of us think", or the views of two or more people named."""
+    return bool(_EACH.search(question) or people_named >= 2 and _VIEWS.search(question))
 
 
 def wants_members(question: str, people_named: int) -> bool:
     """Whether the reply lists members one by one ("what does each of us think", "who hasn't paid")."""
-    return bool(_ABSENT.search(question) or _EACH.search(question) or people_named >= 2 and _VIEWS.search(question))
+    return bool(_ABSENT.search(question)) or _asks_each(question, people_named)
 
 
 def quote_of(text: str, question_stems: Sequence[str], limit: int = QUOTE_CHARS) -> str:
@@ -107,15 +105,19 @@ def quote_of(text: str, question_stems: Sequence[str], limit: int = QUOTE_CHARS)
     return prefix + out + suffix
 
 
+def _name_words(roster: Sequence[Person]) -> set[str]:
+    """Every word of the members' names, aliases and ids, lower-cased."""
+    return {t for p in roster for n in (*p.names(), p.person_id) for t in terms(n, keep_stopwords=True)}
+
+
 def question_stems(question: str, roster: Sequence[Person]) -> list[str]:
     """What a question is about: its content words without names, question words and framing."""
-    names = {t for p in roster for n in (*p.names(), p.person_id) for t in terms(n, keep_stopwords=True)}
-    return content_stems(question, drop=names | QUESTION_FRAMING)
+    return content_stems(question, drop=_name_words(roster) | QUESTION_FRAMING)
 
 
 def unknown_people(question: str, roster: Sequence[Person], known_words: set[str]) -> list[str]:
     """Names the question asks about that are neither members nor words the channel ever used."""
-    members = {t for p in roster for n in (*p.names(), p.person_id) for t in terms(n, keep_stopwords=True)}
+    members = _name_words(roster)
     out = []
     for m in _PERSON_SLOT.finditer(question):
         name = m.group(1) or m.group(2)
@@ -178,13 +180,12 @@ class ReplyBuilder:
     def build(self, question: str, pack: EvidencePack, ranked: list[StoredMessage], roster: Sequence[Person],
               weights: dict[str, float], *, per_author: dict[str, StoredMessage] | None = None,
               known_words: set[str] | None = None, sims: dict[int, float] | None = None,
-              unseen: set[str] | None = None, follow_ups: dict | None = None) -> ReplyDraft:
+              follow_ups: dict | None = None) -> ReplyDraft:
         """The reply for ``question`` from ``ranked`` evidence (best first) and the pack's rows.
 
         ``weights`` are IDF weights of the question's stems in this store; ``per_author`` each
         member's best message for the question (for "each" and "who hasn't" questions); ``sims``
-        the question's cosine to candidate messages; ``unseen`` the question stems no message holds;
-        ``follow_ups`` maps a message id to (message, the on-topic message it follows).
+        the question's cosine to candidate messages; ``follow_ups`` maps a message id to (message, the on-topic message it follows).
         """
         sims = sims or {}
         members = [p for p in roster if not p.is_bot]
@@ -206,25 +207,21 @@ class ReplyBuilder:
         ranked = self.with_best_shown(self.with_answer_first(question, stems, sims, self.order(ranked, rel)), rel)
         scored = [(m, rel[m.id]) for m in ranked]
         strength = max((c for _, c in scored[: self.max_quotes]), default=0.0)
-        named = self._named_strength(pack, roster, scored)
-        total = sum(weights.get(s, 1.0) for s in stems)
-        missing = sum(weights.get(s, 1.0) for s in stems if s in (unseen or set())) / total if total else 0.0
         absent = _ABSENT.search(question)
         follow_ups = follow_ups or {}
         if absent and per_author is not None and members:
             return self._absent(question, stems, weights, members, per_author, strength, sims, ranked, follow_ups)
-        if (_EACH.search(question) or len(pack.projection.people) >= 2 and _VIEWS.search(question)) \
-                and per_author is not None and members:
+        if _asks_each(question, len(pack.projection.people)) and per_author is not None and members:
             return self._each(pack, question, stems, weights, members, per_author, strength, sims, ranked,
                               follow_ups)
         # Only the evidence strength decides: rules on a named person's own messages and on topic words the
         # channel never used were measured too, and raised false declines past 10% on a tuning split
-        # before they caught unanswerable questions (docs/replies.md). Both stay in the draft as diagnostics.
+        # before they caught unanswerable questions (docs/replies.md).
         if strength < self.decline_below:
             closest = [m for m, c in scored[: self.max_quotes] if c > 0]
             quoted = self._quote(closest, stems)
             lead = DECLINE + (" The closest I found:" if quoted else "")
-            return ReplyDraft(lead, quoted, True, "decline", strength, named, missing)
+            return ReplyDraft(lead, quoted, True, "decline", strength)
         relevant = [m for m, c in scored if c >= strength * 0.5]
         if _CHANGE.search(question) and len(relevant) > 1:
             shown = sorted(relevant[: self.max_quotes], key=lambda m: (m.ts, m.id))
@@ -240,10 +237,8 @@ class ReplyBuilder:
             shown = [update, shown[0]] + [m for m in shown[1:] if m.id != update.id][: self.max_quotes - 2]
             quoted = self._quote(shown, stems)
             quoted[0].label, quoted[1].label = "latest", "earlier"
-            return ReplyDraft("Here's the latest on that in the chat:", quoted, False, "evidence", strength,
-                              named, missing)
-        return ReplyDraft("Here's what the chat says:", self._quote(shown, stems), False, "evidence", strength,
-                          named, missing)
+            return ReplyDraft("Here's the latest on that in the chat:", quoted, False, "evidence", strength)
+        return ReplyDraft("Here's what the chat says:", self._quote(shown, stems), False, "evidence", strength)
 
     def _later_update(self, question: str, stems: Sequence[str], scored: list[tuple[StoredMessage, float]],
                       best: StoredMessage) -> StoredMessage | None:
@@ -259,26 +254,6 @@ class ReplyBuilder:
                     _UPDATE_MSG.search(m.text) and (slot is None or has_slot(slot, m.text)):
                 return m
         return None
-
-    @staticmethod
-    def _named_strength(pack: EvidencePack, roster: Sequence[Person],
-                        scored: list[tuple[StoredMessage, float]]) -> float | None:
-        """For a question naming people: the best relevance of a message by one of them or naming one.
-
-        "What did Priya say about the venue?" is not answered by Sam's message about the venue unless
-        it is about Priya; the chat may simply not hold what Priya said.
-        """
-        people = [p for p in roster if p.person_id in pack.projection.people]
-        if not people:
-            return None
-        pats = [re.compile(r"(?<!\w)(" + "|".join(re.escape(n) for n in {*p.names(), p.display_name.split()[0]}
-                                                   if len(n) > 1) + r")(?!\w)", re.I) for p in people]
-        ids = {p.person_id for p in people}
-        best = 0.0
-        for m, c in scored:
-            if m.author_id in ids or any(pat.search(m.text) for pat in pats):
-                best = max(best, c)
-        return best
 
     def order(self, ranked: list[StoredMessage], rel: dict[int, float]) -> list[StoredMessage]:
         """Search order, except that a candidate clearly more relevant than those above it moves up.
