@@ -9,7 +9,6 @@ weight tried, and its chat signals. Scoring a constant setting is then numpy ove
 from __future__ import annotations
 
 import pickle
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from ..embeddings.base import Embedder
 from ..search import HYBRID_BM25_MAX_DF, Searcher
 from ..signals import dense_query, read_question
 from ..store import Store
-from .retrieval import safe_name
+from .stores import conversation_stores, safe_name
 
 AUTHOR_COLUMNS = (0.0, 0.3, 1.0)  # BM25 weights of the author-name column cached for tuning
 CACHE_VERSION = 2
@@ -80,7 +79,6 @@ def _conversation(store: Store, searcher: Searcher, conv, asked_at: float) -> Co
     texts = [q.question for q in qs]
     if not texts:
         return f
-    emb = store.embedder
     # One question at a time, as the searcher embeds them (batching pads, which moves int8 vectors a little).
     f.cos = np.stack([searcher.query_vector(t) for t in texts]).astype(np.float32) @ matrix.T
     f.cos_rewrite = np.stack([searcher.query_vector(dense_query(t)) for t in texts]).astype(np.float32) @ matrix.T
@@ -105,15 +103,10 @@ def collect(dataset: str, *, data: str | Path | None, embedder: Embedder, limit:
     """Ingest and embed every conversation once (the normal ingest path) and keep its features."""
     conversations = load_dataset(dataset, data)[:limit]
     out = []
-    with tempfile.TemporaryDirectory(prefix="chorus-lodo-") as tmp:
-        for conv in tqdm(conversations, desc=f"features {dataset}", unit="conv", disable=not progress):
-            store = Store(Path(tmp) / f"{safe_name(conv.id)}.db", embedder=embedder, idle_gap_s=3600)
-            try:
-                store.ingest(conv.messages, embed=True)
-                searcher = Searcher(store)
-                out.append(_conversation(store, searcher, conv, max(m.ts for m in conv.messages) + 3600))
-            finally:
-                store.close()
+    stores = conversation_stores(tqdm(conversations, desc=f"features {dataset}", unit="conv", disable=not progress),
+                                 embedder, prefix="chorus-lodo-")
+    for cs in stores:
+        out.append(_conversation(cs.store, Searcher(cs.store), cs.conv, cs.asked_at))
     return DatasetFeatures(dataset, out, getattr(embedder, "name", type(embedder).__name__))
 
 

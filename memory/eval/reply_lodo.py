@@ -11,7 +11,6 @@ held out in turn; the row "all three" is what the shipped defaults use.
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +22,9 @@ from ..query.answer import Answerer
 from ..query.reply import ReplyBuilder
 from ..records import Records
 from ..search import Searcher
-from ..store import Store
 from .answer import answer_recall
 from .report import markdown_table
-from .retrieval import safe_name
+from .stores import conversation_stores
 
 DEV = ("locomo", "socialmem", "friendsqa")
 MARGINS = (0.3, 0.15, 0.1, 0.05)
@@ -48,30 +46,22 @@ def collect(dataset: str, data: str | Path | None, embedder: Embedder, *, label:
     out: list[QuestionFeatures] = []
     conversations = load_dataset(dataset, data)[:limit]
     bar = tqdm(total=sum(len(c.questions) for c in conversations), desc=f"lodo {label or dataset}", unit="q")
-    with tempfile.TemporaryDirectory(prefix="chorus-lodo-") as tmp:
-        for conv in conversations:
-            store = Store(Path(tmp) / f"{safe_name(conv.id)}.db", embedder=embedder, idle_gap_s=3600)
-            try:
-                store.ingest(conv.messages)
-                answerer = Answerer(store, Searcher(store), Records(store), None)
-                scope_ids = [s.id for s in store.scopes()]
-                asked_at = max(m.ts for m in conv.messages) + 3600
-                for q in conv.questions:
-                    bar.update(1)
-                    pack, _, _ = answerer.prepare(scope_ids, q.question, asked_at=asked_at)
-                    feats = QuestionFeatures(label or dataset, q.adversarial, bool(q.evidence))
-                    gold = set(q.evidence)
-                    for margin in MARGINS:
-                        answerer.builder = ReplyBuilder(decline_below=-1.0, promote_margin=margin)
-                        draft = answerer.draft(scope_ids, q.question, pack)
-                        cited = [x.message.msg_id for x in draft.quoted]
-                        feats.by_margin[margin] = {
-                            "h1": bool(gold & set(cited[:1])), "h3": bool(gold & set(cited[:3])),
-                            "recall": None if q.adversarial else answer_recall(draft.text(), q.answer or ""),
-                            "strength": draft.strength, "kind": draft.kind}
-                    out.append(feats)
-            finally:
-                store.close()
+    for cs in conversation_stores(conversations, embedder, prefix="chorus-lodo-"):
+        answerer = Answerer(cs.store, Searcher(cs.store), Records(cs.store), None)
+        for q in cs.conv.questions:
+            bar.update(1)
+            pack, _, _ = answerer.prepare(cs.scope_ids, q.question, asked_at=cs.asked_at)
+            feats = QuestionFeatures(label or dataset, q.adversarial, bool(q.evidence))
+            gold = set(q.evidence)
+            for margin in MARGINS:
+                answerer.builder = ReplyBuilder(decline_below=-1.0, promote_margin=margin)
+                draft = answerer.draft(cs.scope_ids, q.question, pack)
+                cited = [x.message.msg_id for x in draft.quoted]
+                feats.by_margin[margin] = {
+                    "h1": bool(gold & set(cited[:1])), "h3": bool(gold & set(cited[:3])),
+                    "recall": None if q.adversarial else answer_recall(draft.text(), q.answer or ""),
+                    "strength": draft.strength, "kind": draft.kind}
+            out.append(feats)
     bar.close()
     return out
 

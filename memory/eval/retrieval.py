@@ -7,7 +7,6 @@ side in one pass so they see identical data.
 """
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from ..embeddings.base import Embedder
 from ..search import Searcher
 from ..store import Store
 from .report import markdown_table, mean
+from .stores import conversation_stores
 
 KS = (5, 10, 20)
 
@@ -114,10 +114,6 @@ class RetrievalReport:
         return title + markdown_table(headers, rows)
 
 
-def safe_name(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in text)[:80] or "conversation"
-
-
 def _answerer(store: Store, searcher: Searcher, k: int):
     from ..query.answer import Answerer
     from ..query.compose import Budgets
@@ -156,33 +152,24 @@ def evaluate_retrieval(dataset: str, *, data: str | Path | None = None, embedder
     started = time.perf_counter()
     total_q = sum(len(c.questions) for c in conversations)
     bar = tqdm(total=total_q, desc=f"eval retrieval {dataset}", unit="q", disable=not progress)
-    with tempfile.TemporaryDirectory(prefix="chorus-eval-") as tmp:
-        folder = Path(store_dir) if store_dir else Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
-        for n, conv in enumerate(conversations):
-            store = Store(folder / f"{safe_name(conv.id)}.db", embedder=embedder, idle_gap_s=3600)
-            try:
-                store.ingest(conv.messages, embed=embedder is not None)
-                if prepare is not None:
-                    prepare(store, conv)
-                scope_ids = [s.id for s in store.scopes()]
-                searcher = Searcher(store)
-                ctx = EvalContext(store, searcher, scope_ids, max(m.ts for m in conv.messages) + 3600,
-                                  _answerer(store, searcher, max(ks)) if any(n in FULL_SYSTEMS for n in systems)
-                                  else None)
-                report.conversations += 1
-                for q in conv.questions:
-                    bar.update(1)
-                    if not q.evidence:
-                        report.skipped_no_evidence += 1
-                        continue
-                    report.questions += 1
-                    for name, system in systems.items():
-                        retrieved = system(ctx, q.question, max(ks))
-                        for k in ks:
-                            report.add(name, q.category, k, recall_at(retrieved, q.evidence, k))
-            finally:
-                store.close()
+    for cs in conversation_stores(conversations, embedder, store_dir=store_dir):
+        store, conv = cs.store, cs.conv
+        if prepare is not None:
+            prepare(store, conv)
+        searcher = Searcher(store)
+        ctx = EvalContext(store, searcher, cs.scope_ids, cs.asked_at,
+                          _answerer(store, searcher, max(ks)) if any(n in FULL_SYSTEMS for n in systems) else None)
+        report.conversations += 1
+        for q in conv.questions:
+            bar.update(1)
+            if not q.evidence:
+                report.skipped_no_evidence += 1
+                continue
+            report.questions += 1
+            for name, system in systems.items():
+                retrieved = system(ctx, q.question, max(ks))
+                for k in ks:
+                    report.add(name, q.category, k, recall_at(retrieved, q.evidence, k))
     bar.close()
     report.seconds = time.perf_counter() - started
     return report

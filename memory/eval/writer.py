@@ -27,7 +27,7 @@ from ..writer.grounding import ground
 from ..writer.insights import Persona
 from ..writer.writer import Writer, WriterConfig
 from .report import markdown_table
-from .retrieval import safe_name
+from .stores import safe_name
 from .writer_reference import ReferenceReport, reference_files, score_stores
 
 
