@@ -53,13 +53,18 @@ def load_llm_from(settings: Settings) -> LLM:
                     n_threads=cfg.n_threads or None, seed=cfg.seed, prompt_form=cfg.prompt_form)
 
 
+def uses_shipped_model(settings: Settings) -> bool:
+    """Whether the language model is the tiny one shipped on PyPI (the "auto" settings follow it)."""
+    return settings.llm.backend == "llama" and not settings.llm.model_path
+
+
 def writer_config(settings: Settings) -> WriterConfig:
     w = settings.writer
     return WriterConfig(window_messages=w.window_messages, max_failures=w.max_failures,
                         grounding_threshold=w.grounding_threshold, max_new_tokens=w.max_new_tokens,
                         heads_token_budget=w.heads_token_budget, idle_gap_s=settings.store.idle_gap_minutes * 60,
                         extractive=w.content_mode == "extractive" or (
-                            w.content_mode == "auto" and settings.llm.backend == "llama" and not settings.llm.model_path))
+                            w.content_mode == "auto" and uses_shipped_model(settings)))
 
 
 def persona_of(settings: Settings) -> Persona | None:
@@ -233,8 +238,7 @@ class Bot:
         p = self.settings.persona
         s = self.settings.search
         a = self.settings.answer
-        policy = a.policy if a.policy != "auto" else ("model" if self.settings.llm.model_path or
-                                                      self.settings.llm.backend != "llama" else "evidence")
+        policy = a.policy if a.policy != "auto" else ("evidence" if uses_shipped_model(self.settings) else "model")
         reader = None
         if a.reader and policy == "model":  # EGMemory's adaptive reader, for capable models (docs/models.md)
             from memory.query.reader import Reader, ReaderConfig

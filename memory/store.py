@@ -633,21 +633,6 @@ class Store:
                     out[row[0]] = row_to_message(row)
         return [out[i] for i in ids if i in out]
 
-    def vectors_of(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """Stored vectors of these messages (those embedded so far), by message id."""
-        if not ids or self.vector_dim is None:
-            return {}
-        out: dict[int, np.ndarray] = {}
-        with self.read() as conn:
-            if not self._has_vec(conn):
-                return {}
-            for i in range(0, len(ids), 500):
-                chunk = [int(x) for x in ids[i:i + 500]]
-                for rowid, blob in conn.execute(f"SELECT rowid, embedding FROM message_vec WHERE rowid IN "
-                                                f"({','.join('?' * len(chunk))})", chunk):
-                    out[int(rowid)] = np.frombuffer(blob, dtype=np.float32)
-        return out
-
     def recent(self, scope_id: int, limit: int = 20) -> list[StoredMessage]:
         with self.read() as conn:
             rows = conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN scopes s ON s.id = m.scope_id "

@@ -78,9 +78,6 @@ class EvidencePack:
     timings_ms: dict[str, float] = field(default_factory=dict)
     per_author: dict[str, StoredMessage] | None = None  # each member's best message, when rows needed it
 
-    def cite_for(self, n: int) -> Cite | None:
-        return next((c for c in self.cites if c.n == n), None)
-
     def message_ids(self, k: int, *, track1: bool = True, track2: bool = True,
                     person_rows: bool = True, group_rows: bool = True) -> list[str]:
         """Evidence messages (platform msg ids) under an item budget of ``k``, for retrieval scoring.
