@@ -35,6 +35,16 @@ class _Mirror:
     order: np.ndarray | None = None  # argsort of ids, for looking rows up by message id
 
 
+def rows_of(ids: np.ndarray, order: np.ndarray, wanted) -> np.ndarray:
+    """Row of each wanted message id in ``ids`` (``order`` sorts ``ids``), -1 where it has none."""
+    if len(ids) == 0:
+        return np.full(len(wanted), -1, dtype=np.int64)
+    want = np.asarray(wanted, dtype=np.int64)
+    pos = np.clip(np.searchsorted(ids, want, sorter=order), 0, len(ids) - 1)
+    rows = order[pos]
+    return np.where(ids[rows] == want, rows, -1)
+
+
 @dataclass
 class DenseScores:
     """Similarity of the question to every message of the scopes searched (context-lifted)."""
@@ -50,12 +60,7 @@ class DenseScores:
 
     def rows(self, ids: list[int]) -> np.ndarray:
         """Row of each message id, -1 for ids without a vector."""
-        if len(self.ids) == 0:
-            return np.full(len(ids), -1, dtype=np.int64)
-        want = np.asarray(ids, dtype=np.int64)
-        pos = np.clip(np.searchsorted(self.ids, want, sorter=self._order), 0, len(self.ids) - 1)
-        rows = self._order[pos]
-        return np.where(self.ids[rows] == want, rows, -1)
+        return rows_of(self.ids, self._order, ids)
 
     def at(self, ids: list[int]) -> np.ndarray:
         """Similarities of the given message ids (-inf for those without a vector)."""
@@ -123,6 +128,23 @@ class VectorIndex:
                            np.argsort(ids, kind="stable"), np.concatenate([f(p[4]) for f, p in zip(shift, parts)]),
                            np.concatenate([f(p[5]) for f, p in zip(shift, parts)]),
                            np.concatenate([p[6] for p in parts]), np.concatenate([p[7] for p in parts]))
+
+    def similarities(self, scope_ids: list[int], query: np.ndarray, ids: list[int]) -> dict[int, float]:
+        """Cosine of ``query`` to just these messages' vectors (a gather, not a product over the scope)."""
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        q = q / (float(np.linalg.norm(q)) or 1.0)
+        want = np.asarray(sorted(set(ids)), dtype=np.int64)
+        out: dict[int, float] = {}
+        for sid in scope_ids:
+            mirror = self._fresh(sid) if self.store.vector_dim is not None else None
+            if mirror is None or len(mirror.ids) == 0:
+                continue
+            order = mirror.order if mirror.order is not None else np.argsort(mirror.ids, kind="stable")
+            rows = rows_of(mirror.ids, order, want)
+            found = rows >= 0
+            for mid, sim in zip(want[found], mirror.matrix[rows[found]] @ q):
+                out[int(mid)] = float(sim)
+        return out
 
     def mirror(self, scope_id: int) -> _Mirror | None:
         """The scope's in-memory vectors, fresh (ids, matrix, authors, parent rows, lengths)."""

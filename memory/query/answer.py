@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 
 from ..errors import ModelError
 from ..ftsquery import stem
@@ -185,30 +184,11 @@ class Answerer:
                                   known_words=known, sims=sims, follow_ups=follow_ups)
 
     def similarities(self, scope_ids: list[int], text: str, ids: list[int]) -> dict[int, float]:
-        """Cosine of the question to each candidate's vector (none when the embedder is unavailable).
-
-        Read from the search's in-memory vector mirror (vec0 would scan the partition for each id).
-        """
+        """Cosine of the question to each candidate's vector (none when the embedder is unavailable)."""
         if self.store.embedder is None or not ids:
             return {}
         qv = self.searcher.vector_or_none(text)
-        if qv is None:
-            return {}
-        q = np.asarray(qv, dtype=np.float32).reshape(-1)
-        q = q / (float(np.linalg.norm(q)) or 1.0)
-        want = np.asarray(sorted(set(ids)), dtype=np.int64)
-        out: dict[int, float] = {}
-        for sid in scope_ids:
-            mirror = self.searcher.vectors.mirror(sid)
-            if mirror is None or len(mirror.ids) == 0:
-                continue
-            order = mirror.order if mirror.order is not None else np.argsort(mirror.ids, kind="stable")
-            pos = np.clip(np.searchsorted(mirror.ids, want, sorter=order), 0, len(mirror.ids) - 1)
-            rows = order[pos]
-            found = mirror.ids[rows] == want
-            for mid, sim in zip(want[found], mirror.matrix[rows[found]] @ q):
-                out[int(mid)] = float(sim)
-        return out
+        return {} if qv is None else self.searcher.vectors.similarities(scope_ids, qv, ids)
 
     def term_weights(self, stems: list[str]) -> dict[str, float]:
         """IDF of each stem over the store's message index (rare words say more about relevance).
