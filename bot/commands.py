@@ -350,6 +350,6 @@ def _require_llm(settings: Settings):
 
 @command("bench")
 def bench_cmd(args: argparse.Namespace, settings: Settings) -> int:
-    from memory.bench import run_bench
+    from benchmarks import run_bench
 
     return run_bench(args, settings)

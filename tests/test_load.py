@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
+from benchmarks.common import save
+from benchmarks.load import run_load, write_plot
 from bot.config import Settings
-from memory.bench.common import save
-from memory.bench.load import run_load, write_plot
 from tests._integrity import assert_consistent
 
 

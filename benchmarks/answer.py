@@ -12,11 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..query.answer import Answerer
-from ..query.reply import wants_members
-from ..records import NewRecord, Records
-from ..search import Searcher
-from ..store import Store
+from memory.query.answer import Answerer
+from memory.query.reply import wants_members
+from memory.records import NewRecord, Records
+from memory.search import Searcher
+from memory.store import Store
+
 from . import synthetic
 from .common import peak_rss_mib, percentiles, save
 from .search import fill_vectors, one_scope

@@ -1,10 +1,16 @@
-"""Benchmarks: each measures Chorus and a simple baseline on the same data in the same run."""
+"""Benchmarks (``chorus bench``): each measures Chorus and a simple baseline on the same data in the same run.
+
+They drive the bot and the adapters as well as the engine, so they live above all three,
+not inside ``memory/`` (the engine imports nothing above itself; tests/test_layers.py checks).
+"""
 from __future__ import annotations
 
 import argparse
 
 
 def run_bench(args: argparse.Namespace, settings: object) -> int:
+    """Run the bench ``args.bench_kind`` names; only its module is imported, so one bench's
+    optional dependencies (the platform libraries, a model) never stop another."""
     kind = args.bench_kind
     if kind == "ingest":
         from .ingest import main

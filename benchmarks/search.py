@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ..models import Message
-from ..search import OLD_RRF, Searcher
-from ..store import Store
+from memory.models import Message
+from memory.search import OLD_RRF, Searcher
+from memory.store import Store
+
 from . import synthetic
 from .common import peak_rss_mib, percentiles, save
 

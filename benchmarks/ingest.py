@@ -14,7 +14,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..store import Store
+from memory.store import Store
+
 from . import synthetic
 from .common import peak_rss_mib, percentiles, save, timed
 
@@ -66,8 +67,8 @@ def main(args: argparse.Namespace, settings: object) -> int:
         results["ingest_share_in_embedder"] = round(timed_embedder.seconds / secs, 3)
         # Embedding alone right after, on the same strings the store embeds ("author: text", cut to the
         # prefix), so the ratio compares equal work at nearly the same moment.
-        from ..embeddings.base import prefix
-        from ..store import embed_text
+        from memory.embeddings.base import prefix
+        from memory.store import embed_text
 
         texts = [prefix(embed_text(m.author_name, m.text)) for m in live]
         _, secs = timed(embedder.embed, texts)
@@ -96,7 +97,7 @@ def main(args: argparse.Namespace, settings: object) -> int:
 
     _, secs = timed(lambda: BM25Okapi([_TOKEN.findall(m.text.lower()) or ["_"] for m in bulk]))
     results["baseline_rank_bm25_index_msgs_per_s"] = round(n_bulk / secs, 1)
-    from ..embeddings.minilm import MiniLMEmbedder
+    from memory.embeddings.minilm import MiniLMEmbedder
 
     numpy_port = MiniLMEmbedder()
     numpy_port.embed(["warm up the model"])

@@ -7,8 +7,8 @@
    (target: < 3 s): Slack through the real Bolt app with a signed request, Discord
    through the adapter's defer logic.
 
-The platform libraries are imported here, inside ``main``, so the engine itself never
-imports them; everything runs in process or on loopback.
+The platform libraries are imported inside the functions that use them, so the other
+benches run without the ``[platforms]`` extra; everything runs in process or on loopback.
 """
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class _LoopbackSlack:
 
 
 def _slow_llm(seconds: float, n: int) -> Any:
-    from ..llm.fake import ScriptedLLM
+    from memory.llm.fake import ScriptedLLM
 
     def slow(prompt: str) -> str:
         time.sleep(seconds)
@@ -236,7 +236,7 @@ def main(args: argparse.Namespace, settings: object) -> int:
     from bot.actions import Actions
     from bot.app import Bot, load_embedder_from
 
-    from ..store import Store
+    from memory.store import Store
 
     n = int(getattr(args, "events", 300))
     model_s = float(getattr(args, "model_seconds", 5.0))

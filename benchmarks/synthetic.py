@@ -10,7 +10,7 @@ import math
 import random
 from typing import Iterator
 
-from ..models import Message
+from memory.models import Message
 
 COMMON = """i you we they he she it the a an and or but so to of in on at for with about is are was were be have
 has had do did will would can could should just really think know want need like get go going make see

@@ -13,17 +13,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..records import Records
-from ..records_sync import attach
-from ..store import Store
-from ..writer.prompt import build_prompt
-from ..writer.writer import Writer
+from memory.records import Records
+from memory.records_sync import attach
+from memory.store import Store
+from memory.writer.prompt import build_prompt
+from memory.writer.writer import Writer
+
 from .common import peak_rss_mib, save
 
 
 def _messages():
     try:
-        from ..datasets import load_dataset
+        from memory.datasets import load_dataset
 
         return load_dataset("socialmem")[0].messages
     except Exception:  # no shared data here: synthetic chat still measures speed
