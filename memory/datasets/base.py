@@ -1,4 +1,4 @@
-"""Shared shapes and the loader dispatcher for evaluation and import data.
+"""Shared shapes, locations and parsing helpers for evaluation and import data.
 
 Every dataset is turned into ``Conversation`` objects holding ordinary
 ``Message`` values, so the evaluator feeds benchmark chats through exactly the
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ChorusError, DatasetError
 from ..models import Message
@@ -27,7 +27,6 @@ DEFAULT_PATHS: dict[str, str] = {
     "friendsqa": "friendsqa/friendsqa_dev.json",
 }
 ALIASES = {"socialmembench": "socialmem", "social": "socialmem", "friends": "friendsqa"}
-DATASET_NAMES = ("locomo", "socialmem", "friendsqa", "jsonl")
 
 
 @dataclass
@@ -76,35 +75,6 @@ def default_path(name: str) -> Path:
     if key not in DEFAULT_PATHS:
         raise DatasetError(f"dataset {name!r} has no default location; pass a path with --data")
     return data_dir() / DEFAULT_PATHS[key]
-
-
-def load_dataset(name: str, path: str | Path | None = None) -> list[Conversation]:
-    """Load a named dataset (``locomo``, ``socialmem``, ``friendsqa``, ``jsonl``).
-
-    ``path`` overrides the default location, so other splits of the same
-    formats load the same way.
-    """
-    key = ALIASES.get(name.strip().lower(), name.strip().lower())
-    loaders: dict[str, Callable[[Path], list[Conversation]]] = _loaders()
-    if key not in loaders:
-        raise DatasetError(f"unknown dataset {name!r}; choose one of {', '.join(DATASET_NAMES)}")
-    target = Path(path).expanduser() if path is not None else default_path(key)
-    if not target.exists():
-        hint = "" if path is not None else f" (set {DATA_ENV} or pass --data to point elsewhere)"
-        raise DatasetError(f"{key} data not found at {target}{hint}")
-    return loaders[key](target)
-
-
-def _loaders() -> dict[str, Callable[[Path], list[Conversation]]]:
-    # Imported lazily so each format module can import this one.
-    from . import friendsqa, jsonl, locomo, socialmem
-
-    return {
-        "locomo": locomo.load_locomo,
-        "socialmem": socialmem.load_socialmem,
-        "friendsqa": friendsqa.load_friendsqa,
-        "jsonl": jsonl.load_jsonl,
-    }
 
 
 # ---- helpers shared by the format modules ---------------------------------
