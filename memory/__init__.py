@@ -1,4 +1,6 @@
-"""Chorus memory engine: store, embeddings, search, writer and query pipeline.
+"""Chorus memory engine: store, embeddings, search, writer, query pipeline, datasets and evaluation.
 
-Nothing in this package imports a chat platform library.
+The engine is the bottom layer: it imports nothing from ``bot``, ``adapters`` or ``benchmarks``
+and no chat platform library (discord, slack_sdk, slack_bolt, aiohttp), so it can be embedded and
+tested without them. ``tests/test_layers.py`` checks every import, including those inside functions.
 """
