@@ -1,12 +1,14 @@
 """Opening the one SQLite file: extension-capable SQLite, WAL, busy timeout, sqlite-vec.
 
-This is the only place that loads sqlite-vec or chooses the SQLite driver.
+This is the only place that loads sqlite-vec or chooses the SQLite driver. It also
+holds the two query helpers every reader shares: rows by column name (``named``)
+and id lists cut into IN (...) lists (``chunked`` and ``marks``).
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator, Sequence, Sized, TypeVar
 
 from .errors import StoreError
 
@@ -19,6 +21,11 @@ import sqlite_vec
 
 BUSY_TIMEOUT_MS = 10_000
 Connection = Any  # pysqlite3 and sqlite3 connections share the DB-API shape
+Row = sqlite3.Row
+# Ids per IN (...) list: well under SQLite's bound-variable limit, and one statement per chunk stays cheap.
+CHUNK = 500
+
+T = TypeVar("T")
 
 
 def connect(path: str | os.PathLike[str], *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Connection:
@@ -58,6 +65,26 @@ def connect(path: str | os.PathLike[str], *, busy_timeout_ms: int = BUSY_TIMEOUT
         conn.close()
         raise
     return conn
+
+
+def named(conn: Connection, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+    """A query's rows addressable by column name (``row["ts"]``), so mapping them into
+    dataclasses does not depend on the order of the SELECT list."""
+    cur = conn.cursor()
+    cur.row_factory = sqlite3.Row
+    return cur.execute(sql, args).fetchall()
+
+
+def chunked(items: Iterable[T], n: int = CHUNK) -> Iterator[list[T]]:
+    """``items`` in lists of at most ``n``, one IN (...) list each."""
+    seq = items if isinstance(items, (list, tuple)) else list(items)
+    for i in range(0, len(seq), n):
+        yield list(seq[i:i + n])
+
+
+def marks(items: Sized) -> str:
+    """The ``?,?,?`` placeholders of an IN (...) list for ``items``."""
+    return ",".join("?" * len(items))
 
 
 def sqlite_version(conn: Connection) -> str:

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .db import Connection
+from .db import Connection, chunked, marks, named
 from .errors import StoreError
 from .models import Message, ScopeKey, StoredMessage
-from .store import MESSAGE_COLUMNS, Store, row_to_message
+from .store import Store, select_messages
 
 FORGOTTEN = "forgotten"
 EXPORT_FORMAT = "chorus-export/1"
@@ -38,11 +38,6 @@ class ForgetReport:
 
 
 # ---------------------------------------------------------------------- lookups
-def _chunks(items: Sequence, size: int = 500):
-    for i in range(0, len(items), size):
-        yield list(items[i:i + size])
-
-
 def workspace_scope_ids(store: Store, platform: str, workspace: str, *, include_dms: bool = True) -> list[int]:
     """Scopes of one workspace; with ``include_dms`` also the platform's DM scopes (a DM is the user's own)."""
     with store.read() as conn:
@@ -57,10 +52,10 @@ def user_message_ids(store: Store, platform: str, workspace: str, user_id: str, 
     sids = workspace_scope_ids(store, platform, workspace, include_dms=include_dms)
     out: list[int] = []
     with store.read() as conn:
-        for chunk in _chunks(sids):
+        for chunk in chunked(sids):
             out += [r[0] for r in conn.execute(
-                f"SELECT id FROM messages WHERE deleted = 0 AND author_id = ? AND scope_id IN "
-                f"({','.join('?' * len(chunk))}) ORDER BY id", [user_id, *chunk])]
+                f"SELECT id FROM messages WHERE deleted = 0 AND author_id = ? AND scope_id IN ({marks(chunk)}) "
+                "ORDER BY id", [user_id, *chunk])]
     return out
 
 
@@ -70,20 +65,18 @@ def find_message(store: Store, platform: str, workspace: str, channel: str, msg_
     Platforms name a thread message by the thread, but memory keeps it in the parent's scope.
     """
     with store.read() as conn:
-        row = conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN scopes s ON s.id = m.scope_id "
-            "WHERE s.platform = ? AND s.workspace = ? AND m.msg_id = ? AND m.deleted = 0 "
+        found = select_messages(
+            conn, "WHERE s.platform = ? AND s.workspace = ? AND m.msg_id = ? AND m.deleted = 0 "
             "AND (s.channel = ? OR m.thread = ?) ORDER BY (s.channel = ?) DESC LIMIT 1",
-            (platform, workspace, msg_id, channel, channel, channel)).fetchone()
-    return row_to_message(row) if row else None
+            (platform, workspace, msg_id, channel, channel, channel))
+    return found[0] if found else None
 
 
 # ---------------------------------------------------------------------- forgetting
 def _blank_authors(conn: Connection, ids: Sequence[int]) -> None:
     """Tombstones keep (scope, msg_id) so re-delivery stays out, but not who wrote them."""
-    for chunk in _chunks(list(ids)):
-        conn.execute(f"UPDATE messages SET author_id = '' WHERE deleted = 1 AND id IN "
-                     f"({','.join('?' * len(chunk))})", chunk)
+    for chunk in chunked(ids):
+        conn.execute(f"UPDATE messages SET author_id = '' WHERE deleted = 1 AND id IN ({marks(chunk)})", chunk)
 
 
 def _scrub_writer_runs(conn: Connection, ids: Sequence[int]) -> None:
@@ -96,9 +89,9 @@ def _scrub_writer_runs(conn: Connection, ids: Sequence[int]) -> None:
               for c in ("raw_output", "accepted", "rejected", "error") if c in cols]
     if not blank:
         return
-    for chunk in _chunks(list(ids)):
-        marks = ",".join("?" * len(chunk))
-        for mid, sid in conn.execute(f"SELECT id, scope_id FROM messages WHERE id IN ({marks})", chunk).fetchall():
+    for chunk in chunked(ids):
+        for mid, sid in conn.execute(f"SELECT id, scope_id FROM messages WHERE id IN ({marks(chunk)})",
+                                     chunk).fetchall():
             conn.execute(f"UPDATE writer_runs SET {', '.join(blank)} WHERE scope_id = ? AND first_message_id <= ? "
                          "AND last_message_id >= ?", [*values, sid, mid, mid])
 
@@ -150,13 +143,13 @@ def forget_user(store: Store, platform: str, workspace: str, user_id: str, *,
             report.messages = store._delete_in(conn, ids, FORGOTTEN) if ids else 0
             _blank_authors(conn, ids)
             _scrub_writer_runs(conn, ids)
-            for chunk in _chunks(ids):
+            for chunk in chunked(ids):
                 touched |= {r[0] for r in conn.execute(
-                    f"SELECT DISTINCT scope_id FROM messages WHERE id IN ({','.join('?' * len(chunk))})", chunk)}
-            for chunk in _chunks(sids):
+                    f"SELECT DISTINCT scope_id FROM messages WHERE id IN ({marks(chunk)})", chunk)}
+            for chunk in chunked(sids):
                 touched |= {r[0] for r in conn.execute(
-                    f"SELECT scope_id FROM people WHERE person_id = ? AND scope_id IN "
-                    f"({','.join('?' * len(chunk))})", [user_id, *chunk])}
+                    f"SELECT scope_id FROM people WHERE person_id = ? AND scope_id IN ({marks(chunk)})",
+                    [user_id, *chunk])}
             for sid in sorted(touched):
                 for hook in hooks:
                     hook(conn, sid, user_id)
@@ -189,7 +182,7 @@ def forget_stored(store: Store, message: StoredMessage) -> bool:
 def _table_columns(conn: Connection, table: str) -> list[str]:
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is None:
         return []
-    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+    return [r["name"] for r in named(conn, f"PRAGMA table_info({table})")]
 
 
 def _plain(value: Any) -> Any:
@@ -209,19 +202,18 @@ def _records_for(conn: Connection, scope_ids: list[int], user_id: str, message_i
     src_cols = _table_columns(conn, "record_sources")
     rec_key = "id" if "id" in cols else "rowid"
     if {"record_id", "message_id"} <= set(src_cols) and message_ids:
-        for chunk in _chunks(message_ids):
+        for chunk in chunked(message_ids):
             clauses.append(f"{rec_key} IN (SELECT record_id FROM record_sources WHERE message_id IN "
-                           f"({','.join('?' * len(chunk))}))")
+                           f"({marks(chunk)}))")
             params += chunk
     if not clauses:
         return []
     scope_filter = ""
     if "scope_id" in cols:
-        scope_filter = f"scope_id IN ({','.join('?' * len(scope_ids))}) AND "
+        scope_filter = f"scope_id IN ({marks(scope_ids)}) AND "
         params = [*scope_ids, *params]
-    cur = conn.execute(f"SELECT * FROM records WHERE {scope_filter}({' OR '.join(clauses)})", params)
-    names = [d[0] for d in cur.description]
-    return [{n: _plain(v) for n, v in zip(names, row)} for row in cur.fetchall()]
+    rows = named(conn, f"SELECT * FROM records WHERE {scope_filter}({' OR '.join(clauses)})", params)
+    return [{n: _plain(row[n]) for n in row.keys()} for row in rows]
 
 
 def export_user(store: Store, platform: str, workspace: str, user_id: str, *, include_dms: bool = True) -> dict:
@@ -231,11 +223,10 @@ def export_user(store: Store, platform: str, workspace: str, user_id: str, *, in
     messages = store.messages(ids)
     scopes = {s.id: s for s in store.scopes() if s.id in set(sids)}
     with store.read() as conn:
-        roster = []
-        for chunk in _chunks(sids):
-            roster += conn.execute(
-                "SELECT scope_id, display_name, aliases, n_messages, first_ts, last_ts FROM people "
-                f"WHERE person_id = ? AND scope_id IN ({','.join('?' * len(chunk))})", [user_id, *chunk]).fetchall()
+        roster: list = []
+        for chunk in chunked(sids):
+            roster += named(conn, "SELECT scope_id, display_name, aliases, n_messages, first_ts, last_ts FROM people "
+                            f"WHERE person_id = ? AND scope_id IN ({marks(chunk)})", [user_id, *chunk])
         records = _records_for(conn, sids, user_id, ids)
     return {
         "format": EXPORT_FORMAT,
@@ -244,8 +235,9 @@ def export_user(store: Store, platform: str, workspace: str, user_id: str, *, in
         "workspace": workspace,
         "user_id": user_id,
         "opted_out": is_user_opted_out(store, platform, workspace, user_id),
-        "roster": [{"scope": scopes[r[0]].label() if r[0] in scopes else r[0], "display_name": r[1],
-                    "aliases": json.loads(r[2]), "messages": r[3], "first_ts": r[4], "last_ts": r[5]}
+        "roster": [{"scope": scopes[r["scope_id"]].label() if r["scope_id"] in scopes else r["scope_id"],
+                    "display_name": r["display_name"], "aliases": json.loads(r["aliases"]),
+                    "messages": r["n_messages"], "first_ts": r["first_ts"], "last_ts": r["last_ts"]}
                    for r in roster],
         "messages": [{"scope": f"{m.platform}:{m.workspace}:{m.channel}", "channel": m.channel, "thread": m.thread,
                       "msg_id": m.msg_id, "ts": m.ts, "time": m.when.isoformat(), "text": m.text,
@@ -348,8 +340,3 @@ def ingest_refusal(store: Store, msg: Message, *, default_opt_in: bool = True) -
     if not is_channel_opted_in(store, key, default_opt_in=default_opt_in):
         return "channel opted out"
     return None
-
-
-def is_ingest_allowed(store: Store, msg: Message, *, default_opt_in: bool = True) -> bool:
-    """Whether a message may be remembered: workspace not paused, author and channel not opted out."""
-    return ingest_refusal(store, msg, default_opt_in=default_opt_in) is None

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from . import ftsquery
-from .db import Connection
+from .db import Connection, Row, chunked, marks, named
 from .embeddings.base import Embedder
 from .store import Store
 
@@ -54,18 +54,16 @@ class Record:
     created_at: float
     sources: list[int] = field(default_factory=list)
 
+    @classmethod
+    def from_row(cls, row: Row) -> "Record":
+        """From a row of ``RECORD_COLUMNS`` (the verification is stored as JSON)."""
+        fields = dict(row)
+        fields["verification"] = json.loads(fields["verification"] or "{}")
+        return cls(**fields)
+
     @property
     def entry_id(self) -> str:
         return f"E{self.id}"
-
-    @property
-    def is_head(self) -> bool:
-        return self.superseded_by is None and self.status == "active"
-
-
-def _row(r: Sequence) -> Record:
-    return Record(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14],
-                  r[15], json.loads(r[16] or "{}"), r[17])
 
 
 def parse_entry_id(text: str) -> int | None:
@@ -122,7 +120,7 @@ class Records:
                                     "(SELECT rowid FROM record_vec) ORDER BY id LIMIT ?", (batch_size,)).fetchall()
             if not rows:
                 return done
-            vecs = embedder.embed([r[2] for r in rows])  # outside the write lock, like the message backlog
+            vecs = embedder.embed([content for _, _, content in rows])  # outside the write lock, like the backlog
             with self.store.write() as conn:
                 for (rid, sid, _), vec in zip(rows, vecs):
                     conn.execute("DELETE FROM record_vec WHERE rowid = ?", (rid,))
@@ -138,14 +136,12 @@ class Records:
             return []
         out: dict[int, Record] = {}
         with self.store.read() as conn:
-            for i in range(0, len(ids), 500):
-                chunk = list(ids[i:i + 500])
-                marks = ",".join("?" * len(chunk))
-                for r in conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE id IN ({marks})", chunk):
-                    out[r[0]] = _row(r)
+            for chunk in chunked(ids):
+                for r in named(conn, f"SELECT {RECORD_COLUMNS} FROM records WHERE id IN ({marks(chunk)})", chunk):
+                    out[r["id"]] = Record.from_row(r)
                 if with_sources:
                     for rid, mid in conn.execute(
-                            f"SELECT record_id, message_id FROM record_sources WHERE record_id IN ({marks}) "
+                            f"SELECT record_id, message_id FROM record_sources WHERE record_id IN ({marks(chunk)}) "
                             "ORDER BY message_id", chunk):
                         out[rid].sources.append(mid)
         return [out[i] for i in ids if i in out]
@@ -156,18 +152,18 @@ class Records:
         if not scope_ids:
             return []
         sql = (f"SELECT {RECORD_COLUMNS} FROM records WHERE superseded_by IS NULL AND status = 'active' "
-               f"AND scope_id IN ({','.join('?' * len(scope_ids))})")
+               f"AND scope_id IN ({marks(scope_ids)})")
         args: list = list(scope_ids)
         if owners is not None:
-            sql += f" AND owner IN ({','.join('?' * len(owners))})"
+            sql += f" AND owner IN ({marks(owners)})"
             args += list(owners)
         if layers is not None:
-            sql += f" AND layer IN ({','.join('?' * len(layers))})"
+            sql += f" AND layer IN ({marks(layers)})"
             args += list(layers)
         sql += " ORDER BY ts DESC, id DESC LIMIT ?"
         args.append(limit)
         with self.store.read() as conn:
-            return [_row(r) for r in conn.execute(sql, args)]
+            return [Record.from_row(r) for r in named(conn, sql, args)]
 
     def chain(self, record_id: int) -> list[Record]:
         """Every node of a record's update chain, oldest first (retracted nodes included)."""
@@ -175,8 +171,8 @@ class Records:
             row = conn.execute("SELECT chain_id FROM records WHERE id = ?", (record_id,)).fetchone()
             if row is None:
                 return []
-            return [_row(r) for r in conn.execute(
-                f"SELECT {RECORD_COLUMNS} FROM records WHERE chain_id = ? ORDER BY id", (row[0],))]
+            return [Record.from_row(r) for r in named(
+                conn, f"SELECT {RECORD_COLUMNS} FROM records WHERE chain_id = ? ORDER BY id", (row[0],))]
 
     def cited_facts(self, insight_id: int) -> list[Record]:
         with self.store.read() as conn:
@@ -199,7 +195,7 @@ class Records:
         query = ftsquery.match_any(text)
         owner_sql, owner_args = "", []
         if owners is not None:
-            owner_sql = f" AND r.owner IN ({','.join('?' * len(owners))})"
+            owner_sql = f" AND r.owner IN ({marks(owners)})"
             owner_args = list(owners)
         head_sql = " AND r.superseded_by IS NULL" if heads_only else ""
         with self.store.read() as conn:
@@ -220,9 +216,8 @@ class Records:
                         "SELECT rowid FROM record_vec WHERE embedding MATCH ? AND k = ? AND scope_id = ?",
                         (vec.tobytes(), limit * 3, int(sid)))]
                     if cands:
-                        marks = ",".join("?" * len(cands))
                         keep = {r[0] for r in conn.execute(
-                            f"SELECT id FROM records r WHERE id IN ({marks}) AND status = 'active'{head_sql}"
+                            f"SELECT id FROM records r WHERE id IN ({marks(cands)}) AND status = 'active'{head_sql}"
                             f"{owner_sql}", [*cands, *owner_args])}
                         dense.extend(c for c in cands if c in keep)
         fused = rrf(lexical, dense)[:limit]
@@ -275,7 +270,8 @@ class Records:
             row = conn.execute("SELECT status, prev_id, superseded_by FROM records WHERE id = ?", (rid,)).fetchone()
             if row is None:
                 continue
-            if row[0] == "active":
+            status, prev_id, superseded_by = row
+            if status == "active":
                 n += 1
             conn.execute("UPDATE records SET status = 'retracted', retracted_reason = ? WHERE id = ?", (reason, rid))
             if erase:
@@ -284,19 +280,17 @@ class Records:
             if self.vector_dim or conn.execute("SELECT 1 FROM sqlite_master WHERE name='record_vec'").fetchone():
                 conn.execute("DELETE FROM record_vec WHERE rowid = ?", (rid,))
             # A retracted head hands the chain back to its predecessor, which is current again.
-            if row[0] == "active" and row[2] is None and row[1] is not None:
-                conn.execute("UPDATE records SET superseded_by = NULL WHERE id = ? AND status = 'active'", (row[1],))
+            if status == "active" and superseded_by is None and prev_id is not None:
+                conn.execute("UPDATE records SET superseded_by = NULL WHERE id = ? AND status = 'active'", (prev_id,))
         return n
 
     def records_resting_on(self, conn: Connection, message_ids: Sequence[int]) -> dict[int, list[int]]:
         """Active record id -> all its source message ids, for records citing any of ``message_ids``."""
         out: dict[int, list[int]] = {}
-        for i in range(0, len(message_ids), 500):
-            chunk = list(message_ids[i:i + 500])
-            marks = ",".join("?" * len(chunk))
+        for chunk in chunked(message_ids):
             for rid, in conn.execute(
                     f"SELECT DISTINCT rs.record_id FROM record_sources rs JOIN records r ON r.id = rs.record_id "
-                    f"WHERE rs.message_id IN ({marks}) AND r.status = 'active'", chunk).fetchall():
+                    f"WHERE rs.message_id IN ({marks(chunk)}) AND r.status = 'active'", chunk).fetchall():
                 out[rid] = [m for (m,) in conn.execute(
                     "SELECT message_id FROM record_sources WHERE record_id = ?", (rid,))]
         return out

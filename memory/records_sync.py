@@ -22,13 +22,13 @@ def attach(store: Store, records: Records, *, threshold: float = 0.5) -> None:
         affected = records.records_resting_on(conn, message_ids)
         retracted: list[int] = []
         for rid, sources in affected.items():
-            row = conn.execute("SELECT content, layer FROM records WHERE id = ?", (rid,)).fetchone()
+            content, layer = conn.execute("SELECT content, layer FROM records WHERE id = ?", (rid,)).fetchone()
             alive = [r[0] for m in sources for r in conn.execute(
                 "SELECT text FROM messages WHERE id = ? AND deleted = 0", (m,))]
             if not alive:
                 records.retract(conn, [rid], f"every source message was {reason}", erase=reason == "forgotten")
                 retracted.append(rid)
-            elif row[1] != "persona_insight" and ground(row[0], alive).score < threshold:
+            elif layer != "persona_insight" and ground(content, alive).score < threshold:
                 records.retract(conn, [rid], f"no longer grounded after a source message was {reason}")
                 retracted.append(rid)
         cascade(conn, records, retracted, reason)

@@ -6,7 +6,3 @@ from datetime import datetime, timezone
 
 def stamp(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
-def day(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d (%A)")

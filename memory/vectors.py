@@ -15,8 +15,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .db import chunked, marks
 from .fusion import with_context
 from .store import Store
+
+# What the mirror loads per message, named so the loaded rows are read as columns by name.
+_LOAD_NAMES = ("id", "author_id", "vec_seq", "msg_id", "reply_to", "session", "turn", "chars", "ts")
+_LOAD_SQL = "id, author_id, vec_seq, msg_id, reply_to, session, turn, length(text) AS chars, ts"
 
 
 @dataclass
@@ -210,35 +215,33 @@ class VectorIndex:
                                      np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64),
                                      np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), np.zeros(0), {}, {},
                                      np.zeros(0, dtype=np.int64))
-                cols = "id, author_id, vec_seq, msg_id, reply_to, session, turn, length(text), ts"
                 if mirror.max_seq == 0 and len(mirror.ids) == 0:  # first load: everything with a vector
-                    new = conn.execute(f"SELECT {cols} FROM messages WHERE scope_id = ? AND embedded = 1 "
+                    new = conn.execute(f"SELECT {_LOAD_SQL} FROM messages WHERE scope_id = ? AND embedded = 1 "
                                        "ORDER BY id", (scope_id,)).fetchall()
                 else:
-                    new = conn.execute(f"SELECT {cols} FROM messages WHERE scope_id = ? AND embedded = 1 "
+                    new = conn.execute(f"SELECT {_LOAD_SQL} FROM messages WHERE scope_id = ? AND embedded = 1 "
                                        "AND vec_seq > ? ORDER BY vec_seq", (scope_id, mirror.max_seq)).fetchall()
                 if new:
-                    ids = np.fromiter((r[0] for r in new), dtype=np.int64, count=len(new))
-                    authors = np.array([r[1] for r in new], dtype=object)
+                    col = dict(zip(_LOAD_NAMES, zip(*new)))
+                    ids = np.fromiter(col["id"], dtype=np.int64, count=len(new))
+                    authors = np.array(col["author_id"], dtype=object)
                     vecs = np.empty((len(ids), self.store.vector_dim), dtype=np.float32)
                     pos = {int(i): n for n, i in enumerate(ids)}
-                    for start in range(0, len(ids), 900):
-                        chunk = [int(x) for x in ids[start:start + 900]]
+                    for chunk in chunked(ids.tolist()):
                         for rid, blob in conn.execute(
-                                f"SELECT rowid, embedding FROM message_vec WHERE rowid IN ({','.join('?' * len(chunk))})",
-                                chunk):
+                                f"SELECT rowid, embedding FROM message_vec WHERE rowid IN ({marks(chunk)})", chunk):
                             vecs[pos[int(rid)]] = np.frombuffer(blob, dtype=np.float32)
-                    prev, chars = _parents(mirror, new)
+                    prev, chars = _parents(mirror, col)
                     reply = np.concatenate([mirror.reply, np.full(len(new), -1, dtype=np.int64)])
                     for n, parent in enumerate(prev):  # in load order: the first reply wins
                         if parent >= 0 and reply[parent] < 0:
                             reply[parent] = len(mirror.ids) + n
                     all_ids = np.concatenate([mirror.ids, ids])
-                    mirror = _Mirror(gen, max(mirror.max_seq, max(int(r[2]) for r in new)), all_ids,
+                    mirror = _Mirror(gen, max(mirror.max_seq, max(int(s) for s in col["vec_seq"])), all_ids,
                                      np.concatenate([mirror.matrix, vecs]) if len(mirror.ids) else vecs,
                                      np.concatenate([mirror.authors, authors]), np.concatenate([mirror.prev, prev]),
                                      np.concatenate([mirror.chars, chars]), reply,
-                                     np.concatenate([mirror.ts, np.array([float(r[8]) for r in new])]),
+                                     np.concatenate([mirror.ts, np.array([float(t) for t in col["ts"]])]),
                                      mirror.rows_by_msg,
                                      mirror.rows_by_turn,
                                      np.argsort(all_ids, kind="stable"))
@@ -246,11 +249,14 @@ class VectorIndex:
             return mirror
 
 
-def _parents(mirror: _Mirror, new: list) -> tuple[np.ndarray, np.ndarray]:
-    """Parent rows and text lengths of newly loaded messages; updates the mirror's lookup tables."""
+def _parents(mirror: _Mirror, col: dict[str, tuple]) -> tuple[np.ndarray, np.ndarray]:
+    """Parent rows and text lengths of newly loaded messages (``col``: their columns by name);
+    updates the mirror's lookup tables."""
     base = len(mirror.ids)
-    prev = np.full(len(new), -1, dtype=np.int64)
-    for n, (_, _, _, msg_id, reply_to, session, turn, _, _) in enumerate(new):
+    n_new = len(col["id"])
+    prev = np.full(n_new, -1, dtype=np.int64)
+    for n, (msg_id, reply_to, session, turn) in enumerate(zip(col["msg_id"], col["reply_to"], col["session"],
+                                                               col["turn"])):
         row = base + n
         mirror.rows_by_msg[msg_id] = row
         mirror.rows_by_turn[(session, turn)] = row
@@ -258,5 +264,5 @@ def _parents(mirror: _Mirror, new: list) -> tuple[np.ndarray, np.ndarray]:
         if parent is None:
             parent = mirror.rows_by_turn.get((session, turn - 1))
         prev[n] = -1 if parent is None or parent == row else parent
-    chars = np.fromiter((int(r[7] or 0) for r in new), dtype=np.int32, count=len(new))
+    chars = np.fromiter((int(c or 0) for c in col["chars"]), dtype=np.int32, count=n_new)
     return prev, chars

@@ -220,8 +220,7 @@ def test_cue_classes(store):
 
 
 def _all(store):
-    from memory.store import MESSAGE_COLUMNS, row_to_message
+    from memory.store import select_messages
 
     with store.read() as conn:
-        return [row_to_message(r) for r in conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN scopes s ON s.id = m.scope_id ORDER BY m.id")]
+        return select_messages(conn, "ORDER BY m.id")

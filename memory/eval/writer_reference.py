@@ -26,6 +26,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..db import named
 from ..speaker_levenshtein import MemRecord, hungarian, norm_name, pair_similarity, speaker_levenshtein, tokens
 from ..store import Store
 from .report import markdown_table
@@ -76,13 +77,13 @@ def store_records(path: str | Path) -> tuple[list[MemRecord], list[str], list[st
         with store.read() as conn:
             names = dict(conn.execute("SELECT person_id, display_name FROM people").fetchall())
             bots = {r[0] for r in conn.execute("SELECT person_id FROM people WHERE is_bot = 1")}
-            rows = conn.execute("SELECT owner, content, layer, utype, source, session, ts FROM records "
-                                "WHERE status = 'active' AND superseded_by IS NULL AND layer != 'persona_insight'"
-                                ).fetchall()
+            rows = named(conn, "SELECT owner, content, layer, utype, source, session, ts AS time FROM records "
+                         "WHERE status = 'active' AND superseded_by IS NULL AND layer != 'persona_insight'")
             texts = [r[0] for r in conn.execute("SELECT text FROM messages WHERE deleted = 0")]
     finally:
         store.close()
-    recs = [MemRecord(names.get(r[0], r[0]), r[1], r[2], r[3], names.get(r[4], r[4]), r[5], r[6]) for r in rows]
+    recs = [MemRecord(**{**dict(r), "owner": names.get(r["owner"], r["owner"]),
+                         "source": names.get(r["source"], r["source"])}) for r in rows]
     speakers = sorted({n for pid, n in names.items() if pid not in bots})
     return recs, speakers, texts
 

@@ -18,8 +18,9 @@ from ..llm.base import BACKGROUND, LLM, Completion
 from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
 from ..llm.prompts_chat import insight_messages, writer_messages
 from ..models import StoredMessage
+from ..db import named
 from ..records import GROUP, INSIGHT_LAYER, NewRecord, Record, Records
-from ..store import MESSAGE_COLUMNS, Store, row_to_message
+from ..store import Store, select_messages
 from .cues import propose as propose_cues
 from .insights import Persona, insight_prompt, insight_schema, verify_insights
 from .prompt import action_schema, build_prompt, extract_text
@@ -110,13 +111,11 @@ class Writer:
         """The next window of a scope, or None when nothing is ready (an open session waits)."""
         mark, _ = self.watermark(scope_id)
         with self.store.read() as conn:
-            rows = conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN scopes s ON s.id = m.scope_id "
-                "WHERE m.scope_id = ? AND m.id > ? AND m.deleted = 0 AND m.bot_traffic = 0 ORDER BY m.id LIMIT ?",
-                (scope_id, mark, self.config.window_messages + 1)).fetchall()
-        if not rows:
+            msgs = select_messages(
+                conn, "WHERE m.scope_id = ? AND m.id > ? AND m.deleted = 0 AND m.bot_traffic = 0 ORDER BY m.id LIMIT ?",
+                (scope_id, mark, self.config.window_messages + 1))
+        if not msgs:
             return None
-        msgs = [row_to_message(r) for r in rows]
         window = [msgs[0]]
         for m in msgs[1:]:
             if m.session != window[0].session or len(window) >= self.config.window_messages:
@@ -352,9 +351,7 @@ class Writer:
             sql += " AND scope_id = ?"
             args.append(scope_id)
         with self.store.read() as conn:
-            rows = conn.execute(sql + " ORDER BY id", args).fetchall()
-        keys = ("id", "scope_id", "first_message_id", "last_message_id", "failures", "last_error", "created_at")
-        return [dict(zip(keys, r)) for r in rows]
+            return [dict(r) for r in named(conn, sql + " ORDER BY id", args)]
 
     def retry_quarantined(self, quarantine_id: int) -> WindowResult:
         """Run a quarantined window again (e.g. after switching to a better model)."""
@@ -364,11 +361,8 @@ class Writer:
 
             raise InputError(f"no open quarantined window with id {quarantine_id}")
         with self.store.read() as conn:
-            rows = conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN scopes s ON s.id = m.scope_id "
-                "WHERE m.scope_id = ? AND m.id BETWEEN ? AND ? AND m.deleted = 0 ORDER BY m.id",
-                (q["scope_id"], q["first_message_id"], q["last_message_id"])).fetchall()
-        msgs = [row_to_message(r) for r in rows]
+            msgs = select_messages(conn, "WHERE m.scope_id = ? AND m.id BETWEEN ? AND ? AND m.deleted = 0 "
+                                   "ORDER BY m.id", (q["scope_id"], q["first_message_id"], q["last_message_id"]))
         if not msgs:
             with self.store.write() as conn:
                 conn.execute("UPDATE writer_quarantine SET released_at = ? WHERE id = ?", (self.clock(), quarantine_id))
@@ -391,12 +385,12 @@ class Writer:
     def speed(self, last: int = 50) -> dict:
         """Recent model speed from the audit log (generation tokens per second, seconds per window)."""
         with self.store.read() as conn:
-            rows = conn.execute("SELECT completion_tokens, gen_seconds, duration_s, n_messages FROM writer_runs "
-                                "ORDER BY id DESC LIMIT ?", (last,)).fetchall()
-        toks = sum(r[0] for r in rows)
-        gen = sum(r[1] for r in rows)
-        dur = sum(r[2] for r in rows)
-        msgs = sum(r[3] for r in rows)
+            rows = named(conn, "SELECT completion_tokens, gen_seconds, duration_s, n_messages FROM writer_runs "
+                         "ORDER BY id DESC LIMIT ?", (last,))
+        toks = sum(r["completion_tokens"] for r in rows)
+        gen = sum(r["gen_seconds"] for r in rows)
+        dur = sum(r["duration_s"] for r in rows)
+        msgs = sum(r["n_messages"] for r in rows)
         return {"windows": len(rows), "gen_tokens_per_s": round(toks / gen, 1) if gen else 0.0,
                 "messages_per_min": round(60 * msgs / dur, 1) if dur else 0.0}
 
