@@ -82,7 +82,7 @@ def migrate(conn: Connection) -> list[str]:
 
 
 def split_statements(sql: str) -> list[str]:
-    """Split a migration script into complete statements (triggers contain ';')."""
+    """Split a migration script into complete statements (a trigger body, as in 0001, contains ';')."""
     from .db import sqlite3
 
     out: list[str] = []

@@ -43,6 +43,10 @@ def load_embedder(
     MiniLM folder as for ``minilm``, ``dtype`` the GGUF weight type
     (``f32``, ``f16`` or ``q8_0``).
     ``gguf``: llama.cpp; ``model_path`` is the .gguf file and is required.
+
+    The bot's configured default (``bot.config.EmbeddingSettings``) is ``minilm-onnx``
+    with ``int8``; this function's own ``backend`` default is the numpy port, which
+    needs nothing built or cached first.
     """
     kind = (backend or "").strip().lower()
     if kind == "minilm":

@@ -3,8 +3,8 @@
 Why: operators who already run llama.cpp (and maybe a GPU) can pick a stronger or
 multilingual embedding model without Chorus growing another runtime, and the
 built-in MiniLM runs about twice as fast through llama.cpp's BERT graph as in
-numpy (see ``convert.py``). The llama-cpp-python import is lazy so the numpy
-MiniLM path never needs it.
+numpy (see ``convert.py``). The llama-cpp-python import is lazy so the default
+ONNX backend and the numpy MiniLM never need it.
 
 Speed: all texts of one ``embed()`` call are tokenised first, then packed into
 as few ``llama_decode`` calls as possible -- many sequences per call, each with

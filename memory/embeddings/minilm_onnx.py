@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 run by onnxruntime: the fast CPU backend for busy servers.
+"""all-MiniLM-L6-v2 run by onnxruntime: the default backend (int8 weights), the fastest on CPU.
 
 The graph comes from :mod:`memory.embeddings.onnx_export` (built from the same
 safetensors as the numpy port, cached once). Tokenising, length-sorted batching,
