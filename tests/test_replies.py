@@ -151,6 +151,54 @@ def test_who_hasnt_uses_the_roster(tmp_path, embedder):
     store.close()
 
 
+NEEDS_CHAT = [(1, "Deposit for the campsite is 15 each, send it to me", "Raj"),
+              (2, "Camping or a hostel? I'd rather a hostel", "Sofia"),
+              (3, "Fine, the Lake District it is. We leave at 7am on Saturday", "Raj"),
+              (4, "The library cafe on Thursday works, they close at 10 though", "Chloe")]
+
+
+@pytest.mark.parametrize("question, declines", [
+    ("How much is the campsite deposit?", False),
+    ("How much does the library cafe charge for coffee?", True),  # the cafe, but no price
+    ("What is the name of the campsite?", True),  # the campsite, but never named
+    ("How long is the drive to the Lake District?", True),  # the trip, but no length of time
+    ("When is the hostel booking?", True),  # nothing says when
+    ("When are we leaving for the Lake District?", False),
+    ("Who is hosting the cafe night in May?", True),  # nothing from or about May
+])
+def test_a_question_asking_for_a_fact_the_chat_never_states_is_declined(tmp_path, embedder, question, declines):
+    from memory.store import Store
+
+    store = Store(tmp_path / "s.db", embedder=embedder)
+    store.ingest([msg(i, text, author=a, ts=1_717_200_000 + 60 * i) for i, text, a in NEEDS_CHAT])  # June 2024
+    sid = store.scopes()[0].id
+    ans = Answerer(store, Searcher(store), Records(store), None).answer([sid], question)
+    assert ans.abstained == declines, ans.text
+    if declines:  # the decline asserts nothing but still shows what the chat does say
+        assert ans.text.startswith(DECLINE) and "closest I found" in ans.text
+    store.close()
+
+
+def test_answers_to_a_question_in_the_chat_count_as_about_it(tmp_path, embedder):
+    """ "Should we get a cat?" is answered by the replies after it, which need not say "cat"."""
+    from memory.store import Store
+
+    store = Store(tmp_path / "s.db", embedder=embedder)
+    store.ingest([msg(1, "Random idea: should we get a cat? My friend's cat had kittens.", author="Mia"),
+                  msg(2, "I'm allergic, so that's a no from me, sorry.", author="Noah"),
+                  msg(3, "I'd love a cat but only if Noah is okay, which he isn't.", author="Zoe"),
+                  msg(4, "I don't mind either way, but someone would have to feed it.", author="Omar"),
+                  msg(5, "Update: the landlord moved the inspection to the 15th.", author="Zoe")])
+    sid = store.scopes()[0].id
+    answerer = Answerer(store, Searcher(store), Records(store), None)
+    why = answerer.answer([sid], "Why can't we get a cat?")
+    assert "allergic" in why.text and not why.abstained, why.text
+    each = answerer.answer([sid], "What does everyone think about getting a cat?")
+    assert each.draft.kind == "each" and "Nothing from" not in each.text, each.text
+    assert all(w in each.text for w in ("allergic", "love a cat", "don't mind")), each.text
+    store.close()
+
+
 def test_support_check_rules():
     cited = {1: "Maya: Decision: pizza by the river, Friday the 14th at 7pm."}
     assert check_sentence("Maya decided on pizza by the river on Friday at 7pm [1].", cited).ok
@@ -185,13 +233,14 @@ def test_own_question_set_replies(embedder):
     answerable = [i for i in report.items if not i["unanswerable"]]
     wrong = [(i["question"], i["evidence"]["reply"]) for i in answerable if i["evidence"]["declined"] or
              not set(i["gold_evidence"]) & set(i["evidence"]["cited"][:3])]
-    assert len(wrong) <= 4, wrong  # as measured: 26 of 30 answerable replies show a gold message among the first three
+    assert len(wrong) <= 1, wrong  # as measured: 29 of 30 answerable replies show a gold message among the first three
     s, b = report.summary("evidence"), report.summary("baseline")
     assert s["answer_recall"] >= 0.85 and s["answer_recall"] > b["answer_recall"] + 0.15
     assert s["cite_hit@3"] >= s["search_recall@3"]
     assert sum(report.rows["evidence"]["overall"]["unchecked"]) == 0
     declined = [i for i in report.items if i["unanswerable"] and i["evidence"]["declined"]]
-    assert declined, "the bill nobody mentioned is declined"
+    assert len(declined) >= 7, "7 of the 8 unanswerable questions are declined (as measured)"
+    assert s["right"] >= 0.9
 
 
 @pytest.mark.model

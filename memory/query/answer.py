@@ -171,11 +171,13 @@ class Answerer:
                 found = self.searcher.best_by_authors(scope_ids, pack.projection.issue, members)
             per_author = {a: m for a, m in found.items() if m.id not in exclude and not m.to_bot}
         follow_ups: dict[int, tuple[StoredMessage, StoredMessage]] = {}
-        if per_author is not None:  # short replies after the best hits ("paid too") speak to the same topic
-            for anchor in ranked[:5]:
-                for m in self.store.neighbours(anchor, before=0, after=3):
-                    if m.id != anchor.id and m.id not in exclude and not m.to_bot:
-                        follow_ups.setdefault(m.id, (m, anchor))
+        # Messages right after the best hits: short replies ("paid too") speak to the same topic, and the
+        # answers to a question or proposal ("should we get a cat?" - "I'm allergic") to the question.
+        anchors = ranked[:5] if per_author is not None else [m for m in ranked[:3] if "?" in m.text]
+        for anchor in anchors:
+            for m in self.store.neighbours(anchor, before=0, after=3):
+                if m.id != anchor.id and m.id not in exclude and not m.to_bot:
+                    follow_ups.setdefault(m.id, (m, anchor))
         known = self.known_words(question)
         sims = self.similarities(scope_ids, without_names(question, roster),
                                  [m.id for m in ranked] + [m.id for m in (per_author or {}).values()]

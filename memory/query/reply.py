@@ -19,6 +19,7 @@ from ..models import StoredMessage
 from ..store import Person
 from ..timefmt import stamp
 from .compose import EvidencePack
+from .needs import NEED_NAMES, holds, in_month, month_pin, need_of
 from .project import ALL
 from .support import QUESTION_FRAMING, answer_slot, content_stems, has_slot, sentences, slot_coverage
 
@@ -143,7 +144,7 @@ DENSE_CEIL = 0.70
 _PLAN_Q = re.compile(r"\b(where|when|what time|what day|which day|plan|planned|decid\w*|agree\w*|settle\w*|"
                      r"booked|booking|going to|are we|do we|did we)\b", re.I)
 _PLAN_MSG = re.compile(r"\b(decision|decided|let'?s|we'?ll|we will|we are going|we're going|booked|booking|"
-                       r"confirmed|settled|agreed|final(ly)?|plan is|it'?s official)\b", re.I)
+                       r"confirmed|settled|agreed|final(ly)?|plan is|it'?s official)\b|\b\w+ it is\s*[.!]", re.I)
 PLAN_BONUS = 0.15
 # A message with no topic word of the question is still about it when this close in meaning (scaled 0..1).
 SLOT_MIN_DENSE = 0.25
@@ -154,6 +155,8 @@ FOLLOW_UP_SHARE = 0.8
 SHORT_REPLY_CHARS = 40
 _UPDATE_MSG = re.compile(r"\b(final(ly)?|update[ds]?|moved?|changed?|change of plan|instead|switch(ed)?|"
                          r"postponed?|rescheduled?|no longer|now|actually|it is|it's official)\b", re.I)
+# At this relevance a reply is confident enough to leave out hits that share nothing with the question.
+CONFIDENT = 0.5
 # Search order holds unless a candidate's relevance beats those above it by this much (docs/replies.md).
 PROMOTE_MARGIN = 0.05
 
@@ -204,6 +207,8 @@ class ReplyBuilder:
             return ReplyDraft(f"I don't know anyone called {names} in this channel, and nobody here has "
                               f"mentioned them, so I can't answer that.", [], True, "unknown-person")
         rel = {m.id: self.relevance(question, stems, weights, m, sims) for m in ranked}
+        search_top = {m.id for m in ranked[: self.max_quotes]}
+        ranked = self.with_answers(ranked, rel, follow_ups or {}, question, stems, weights, sims)
         ranked = self.with_best_shown(self.with_answer_first(question, stems, sims, self.order(ranked, rel)), rel)
         scored = [(m, rel[m.id]) for m in ranked]
         strength = max((c for _, c in scored[: self.max_quotes]), default=0.0)
@@ -212,8 +217,10 @@ class ReplyBuilder:
         if absent and per_author is not None and members:
             return self._absent(question, stems, weights, members, per_author, strength, sims, ranked, follow_ups)
         if _asks_each(question, len(pack.projection.people)) and per_author is not None and members:
-            return self._each(pack, question, stems, weights, members, per_author, strength, sims, ranked,
+            each = self._each(pack, question, stems, weights, members, per_author, strength, sims, ranked,
                               follow_ups)
+            if each is not None:
+                return each
         # Only the evidence strength decides: rules on a named person's own messages and on topic words the
         # channel never used were measured too, and raised false declines past 10% on a tuning split
         # before they caught unanswerable questions (docs/replies.md).
@@ -223,6 +230,11 @@ class ReplyBuilder:
             lead = DECLINE + (" The closest I found:" if quoted else "")
             return ReplyDraft(lead, quoted, True, "decline", strength)
         relevant = [m for m, c in scored if c >= strength * 0.5]
+        missing = self.missing_need(question, relevant, ranked, roster, stems, sims)
+        if missing is not None:
+            quoted = self._quote(relevant[: self.max_quotes], stems)
+            return ReplyDraft(f"{DECLINE} What it says on this gives no {missing}. The closest I found:", quoted,
+                              True, "decline", strength)
         if _CHANGE.search(question) and len(relevant) > 1:
             shown = sorted(relevant[: self.max_quotes], key=lambda m: (m.ts, m.id))
             if len(shown) > 1:
@@ -230,8 +242,10 @@ class ReplyBuilder:
                 quoted[0].label, quoted[-1].label = "earlier", "latest"
                 return ReplyDraft("Here's how it went in the chat, oldest first:", quoted, False, "change",
                                   strength)
-        # Lead with what matches best; a hit that shares nothing with the question stays out.
-        shown = [m for m, c in scored[: self.max_quotes] if c > 0] or [scored[0][0]]
+        # Lead with what matches best. A hit that shares nothing with the question stays out of a confident
+        # reply; when the best match is weak, search's own top hits stay in view as context.
+        shown = [m for m, c in scored[: self.max_quotes]
+                 if c > 0 or strength < CONFIDENT and m.id in search_top] or [scored[0][0]]
         update = self._later_update(question, stems, scored, shown[0])
         if update is not None:  # the current state: a later message that changed what the best one says
             shown = [update, shown[0]] + [m for m in shown[1:] if m.id != update.id][: self.max_quotes - 2]
@@ -239,6 +253,27 @@ class ReplyBuilder:
             quoted[0].label, quoted[1].label = "latest", "earlier"
             return ReplyDraft("Here's the latest on that in the chat:", quoted, False, "evidence", strength)
         return ReplyDraft("Here's what the chat says:", self._quote(shown, stems), False, "evidence", strength)
+
+    def missing_need(self, question: str, relevant: list[StoredMessage], ranked: list[StoredMessage],
+                     roster: Sequence[Person], stems: Sequence[str], sims: dict[int, float]) -> str | None:
+        """The kind of fact the question asks for that no on-topic message states (see needs.py), if any.
+
+        On topic means holding a topic word of the question or being close to it in meaning: a time in
+        a message about something else does not say when the asked-about thing is.
+        """
+        month = month_pin(question)
+        if month is not None and not in_month(month, [(m.text, m.ts) for m in ranked]):
+            return NEED_NAMES["month"]
+        kind = need_of(question)
+        if kind is None:
+            return None
+        names = _name_words(roster)
+        wanted = set(stems)
+        for m in relevant[: self.max_quotes + 2]:
+            on_topic = wanted & set(content_stems(m.text)) or dense_relevance(sims.get(m.id)) >= SLOT_MIN_DENSE
+            if on_topic and holds(kind, m.text, name_words=names):
+                return None
+        return NEED_NAMES[kind]
 
     def _later_update(self, question: str, stems: Sequence[str], scored: list[tuple[StoredMessage, float]],
                       best: StoredMessage) -> StoredMessage | None:
@@ -254,6 +289,23 @@ class ReplyBuilder:
                     _UPDATE_MSG.search(m.text) and (slot is None or has_slot(slot, m.text)):
                 return m
         return None
+
+    def with_answers(self, ranked: list[StoredMessage], rel: dict[int, float], follow_ups: dict, question: str,
+                     stems: Sequence[str], weights: dict[str, float], sims: dict[int, float]) -> list[StoredMessage]:
+        """Other members' replies right after a question or proposal among the hits answer it: each borrows
+        a share of the question's relevance and joins the candidates just after it ("should we get a cat?"
+        then "I'm allergic, so that's a no from me")."""
+        out = list(ranked)
+        for m, anchor in follow_ups.values():
+            if not _answers(m, anchor) or anchor.id not in rel:
+                continue
+            borrowed = FOLLOW_UP_SHARE * rel[anchor.id]
+            own = rel.get(m.id)
+            if own is None:
+                own = self.relevance(question, stems, weights, m, sims)
+                out.insert(out.index(next(x for x in out if x.id == anchor.id)) + 1, m)
+            rel[m.id] = max(own, borrowed)
+        return out
 
     def order(self, ranked: list[StoredMessage], rel: dict[int, float]) -> list[StoredMessage]:
         """Search order, except that a candidate clearly more relevant than those above it moves up.
@@ -313,11 +365,14 @@ class ReplyBuilder:
             cands.append((own, self.relevance(question, stems, weights, own, sims)))
         cands += [(m, self.relevance(question, stems, weights, m, sims)) for m in ranked if m.author_id == pid]
         for m, anchor in follow_ups.values():
+            if m.author_id != pid:
+                continue
+            answers = _answers(m, anchor)
             linked = set(content_stems(m.text)) & set(content_stems(f"{anchor.author_name} {anchor.text}"))
-            if m.author_id == pid and (linked or m.reply_to == anchor.msg_id):
+            if linked or m.reply_to == anchor.msg_id or answers:
                 own_rel = self.relevance(question, stems, weights, m, sims)
                 borrowed = FOLLOW_UP_SHARE * self.relevance(question, stems, weights, anchor, sims) \
-                    if len(m.text) <= SHORT_REPLY_CHARS else 0.0
+                    if len(m.text) <= SHORT_REPLY_CHARS or answers else 0.0
                 cands.append((m, max(own_rel, borrowed)))
         if not cands:
             return None, 0.0
@@ -325,7 +380,7 @@ class ReplyBuilder:
 
     def _each(self, pack: EvidencePack, question: str, stems, weights, members: list[Person],
               per_author: dict[str, StoredMessage], strength: float, sims: dict[int, float],
-              ranked: list[StoredMessage], follow_ups: dict) -> ReplyDraft:
+              ranked: list[StoredMessage], follow_ups: dict) -> ReplyDraft | None:
         wanted = pack.projection.people if len(pack.projection.people) >= 2 and ALL not in pack.projection.rows \
             else [p.person_id for p in members]
         names = {p.person_id: p.display_name for p in members}
@@ -340,7 +395,7 @@ class ReplyBuilder:
         found.sort(key=lambda mr: -mr[1])  # the member who speaks to it most directly first
         quoted = [Quoted(i + 1, m, quote_of(m.text, stems)) for i, (m, _) in enumerate(found)]
         if not quoted:
-            return ReplyDraft(DECLINE + " Nobody here has said anything about it.", [], True, "decline", strength)
+            return None  # no member speaks to it directly: the reply falls back to what the chat says
         extra = [f"Nothing from {_join(silent)} on this."] if silent else []
         return ReplyDraft("Here's what each person said about it:", quoted, False, "each", strength, extra_lines=extra)
 
@@ -362,6 +417,11 @@ class ReplyBuilder:
         if quoted:
             lead += " These members have:"
         return ReplyDraft(lead, quoted, False, "absent", strength)
+
+
+def _answers(m: StoredMessage, anchor: StoredMessage) -> bool:
+    """Whether ``m`` (a message right after ``anchor``) is another member's answer to its question."""
+    return "?" in anchor.text and m.author_id != anchor.author_id
 
 
 def _join(names: list[str]) -> str:
