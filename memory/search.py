@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +24,8 @@ from .store import Store
 from .vectors import DenseScores, VectorIndex
 
 log = logging.getLogger(__name__)
+# Runs the dense half of hybrid searches (see Searcher._hybrid); two, so concurrent questions do not queue.
+_DENSE_WORKER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="chorus-dense")
 
 # In stores of 5,000+ messages, BM25 leaves out query terms found in more than this share of messages
 # (when rarer terms remain). Alone it keeps terms up to 10%; inside hybrid search, where the vectors carry
@@ -81,6 +84,7 @@ class Searcher:
         self.params = params or HYBRID
         self.vectors = vectors or VectorIndex(store)
         self._query_vectors: dict[str, object] = {}
+        self._qv_lock = threading.Lock()
         self._local = threading.local()  # `degraded` is per thread: questions are answered concurrently
 
     @property
@@ -94,7 +98,8 @@ class Searcher:
 
     def query_vector(self, text: str):
         """The embedding of a query text, cached (one question is searched several ways)."""
-        vec = self._query_vectors.get(text)
+        with self._qv_lock:
+            vec = self._query_vectors.get(text)
         if vec is None:
             embedder = self.store.embedder
             try:
@@ -104,9 +109,10 @@ class Searcher:
             except Exception as exc:  # the model is third-party code: name it in the error
                 raise EmbeddingError(f"embedding the question with {getattr(embedder, 'name', 'the model')} "
                                      f"failed: {exc}") from exc
-            if len(self._query_vectors) >= 256:
-                self._query_vectors.pop(next(iter(self._query_vectors)))
-            self._query_vectors[text] = vec
+            with self._qv_lock:  # the dense worker and the caller's thread both fill it
+                if len(self._query_vectors) >= 256:
+                    self._query_vectors.pop(next(iter(self._query_vectors)))
+                self._query_vectors[text] = vec
         return vec
 
     def vector_or_none(self, text: str):
@@ -124,7 +130,8 @@ class Searcher:
 
     def forget_query_vectors(self) -> None:
         """Drop cached question embeddings (benchmarks time the embedding of every question)."""
-        self._query_vectors.clear()
+        with self._qv_lock:
+            self._query_vectors.clear()
 
     def selective_terms(self, text: str, max_df: float = BM25_MAX_DF) -> list[str] | None:
         """Content words of ``text`` without those found in over ``max_df`` of all messages (when rarer ones exist).
@@ -237,12 +244,19 @@ class Searcher:
     def _hybrid(self, scope_ids: list[int], text: str, k: int, pool: int, exclude: set[int] | frozenset[int],
                 asked_at: float | None, p: FusionParams) -> list[SearchHit]:
         """BM25 and vectors fused per query (memory/fusion.py), lifted by the question's chat signals."""
+        # The question is embedded and compared with every vector on a worker thread while SQLite runs
+        # BM25 here: both release the GIL, so on two cores the dense half costs little extra time.
+        dense = None
+        if self.store.embedder is not None and text.strip() and scope_ids:
+            mirrors = self.vectors.mirrors(scope_ids)  # reads the store before BM25 takes it
+            dense = _DENSE_WORKER.submit(self._dense_scores, dense_query(text) if p.rewrite else text, mirrors, p)
         lexical = self.bm25(scope_ids, text, pool, HYBRID_BM25_MAX_DF, author_weight=p.author_column)
-        # Hybrid search goes on by words alone if the embedder fails.
-        vec = (self.vector_or_none(dense_query(text) if p.rewrite else text)
-               if self.store.embedder is not None and text.strip() and scope_ids else None)
-        scores = self.vectors.scores(scope_ids, vec, context=p.context, short_chars=p.short_chars) \
-            if vec is not None else None
+        scores = None
+        if dense is not None:
+            scores, failure = dense.result()
+            if failure is not None:  # hybrid search goes on by words alone if the embedder fails
+                log.warning("meaning search unavailable, searching by words only: %s", failure, exc_info=failure)
+                self.degraded = str(failure)
         semantic = scores.top(pool) if scores is not None else []
         cand = [mid for mid, _ in lexical]
         in_cand = set(cand)
@@ -275,6 +289,14 @@ class Searcher:
         sem_rank = {mid: r for r, (mid, _) in enumerate(semantic, 1)}
         return [SearchHit(messages[cand[n]], float(fused[n]), lex_rank.get(cand[n]), sem_rank.get(cand[n]), "hybrid")
                 for n in order if cand[n] in messages]
+
+    def _dense_scores(self, text: str, mirrors: list, p: FusionParams) -> tuple[DenseScores | None, Exception | None]:
+        """The question's vector and its similarity to every mirrored message (runs on the dense worker)."""
+        try:
+            vec = self.query_vector(text)
+        except EmbeddingError as exc:
+            return None, exc
+        return self.vectors.scores_in(mirrors, vec, context=p.context, short_chars=p.short_chars), None
 
     def _signals(self, scope_ids: list[int], text: str, asked_at: float | None, p: FusionParams,
                  view: "_Candidates", k: int) -> tuple[np.ndarray | None, list[str]]:

@@ -111,12 +111,24 @@ class VectorIndex:
 
         With ``context`` a short message's similarity is lifted by its parent's (memory/fusion.py).
         """
+        return self.scores_in(self.mirrors(scope_ids), query, context=context, short_chars=short_chars)
+
+    def mirrors(self, scope_ids: list[int]) -> list[_Mirror]:
+        """The scopes' in-memory mirrors, brought up to date (the only step that reads the store).
+
+        A mirror is never changed in place, only replaced, so one taken here can be searched by
+        another thread while the store serves other reads.
+        """
+        if self.store.vector_dim is None:
+            return []
+        return [m for m in (self._fresh(sid) for sid in scope_ids) if m is not None and len(m.ids)]
+
+    def scores_in(self, mirrors: list[_Mirror], query: np.ndarray, *, context: float = 0.0,
+                  short_chars: int = 0) -> DenseScores:
+        """`scores` over mirrors already taken with `mirrors` (numpy only: no store access)."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         parts = []
-        for sid in scope_ids:
-            mirror = self._fresh(sid) if self.store.vector_dim is not None else None
-            if mirror is None or len(mirror.ids) == 0:
-                continue
+        for mirror in mirrors:
             sims = with_context(mirror.matrix @ q, mirror.prev, mirror.chars, context, short_chars)
             parts.append((mirror.ids, sims, mirror.authors, mirror.order, mirror.prev, mirror.reply, mirror.chars,
                           mirror.ts))
