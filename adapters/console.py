@@ -15,9 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from bot.actions import HELP as COMMAND_HELP
 from bot.actions import Actions, Invoker
 from bot.app import Bot
+from bot.command_table import help_text, run_text
 from bot.replies import Reply
 from memory.datasets.jsonl import read_jsonl
 from memory.errors import ChorusError
@@ -38,6 +38,8 @@ CONSOLE_HELP = """Console:
   /help               this text
   /quit               leave
 The bot's commands, the same as on Discord and Slack (type them after a slash, e.g. /whosaid pizza):"""
+# The console's own commands; they come before the bot's (so `/channel NAME` moves, it does not opt out).
+CONSOLE_COMMANDS = frozenset({"as", "channel", "help", "quit", "exit"})
 
 
 class ConsoleChat:
@@ -125,14 +127,15 @@ class ConsoleChat:
         return True
 
     def command(self, line: str) -> bool:
-        """Console commands, then the shared command table (`Actions.run_text`) every platform uses."""
+        """Console commands, then the shared command table (`bot.command_table`) every platform uses."""
         name, _, arg = line[1:].partition(" ")
         name = name.lower()
         arg = arg.strip()
         if name in ("quit", "exit"):
             return False
         if name == "help":
-            self.say(CONSOLE_HELP.format(mention=f"@{self.bot_name} QUESTION") + "\n" + COMMAND_HELP)
+            self.say(CONSOLE_HELP.format(mention=f"@{self.bot_name} QUESTION") + "\n"
+                     + help_text(omit=CONSOLE_COMMANDS))
         elif name == "as" and arg:
             self.speaker = arg
             self.say(f"(you are now {arg})")
@@ -142,7 +145,7 @@ class ConsoleChat:
         elif name in ("as", "channel"):
             self.say(f"/{name} needs a name; try /help")
         else:
-            self.render(self.actions.run_text(self.invoker(), f"{name} {arg}".strip(), parse_link=self._link))
+            self.render(run_text(self.actions, self.invoker(), f"{name} {arg}".strip(), parse_link=self._link))
         return True
 
     def _link(self, text: str) -> tuple[str, str] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import io
 import logging
 import re
@@ -19,6 +20,7 @@ import discord
 from discord import app_commands
 
 from bot.actions import Actions, Invoker, guarded
+from bot.command_table import CHAT_COMMANDS, ChatCommand, Surface
 from bot.replies import Reply, split_for_chat
 from memory.models import Message, ScopeKey
 
@@ -47,6 +49,11 @@ def parse_link(text: str) -> tuple[str, str] | None:
     if text.isdigit():
         return "", text
     return None
+
+
+# How a Discord user repeats `forget me` with its code, and what to say when no link was given.
+DISCORD = Surface(parse_link=parse_link, forget_how="`/forget what:me confirm:{code}`",
+                  link_hint="Give the message link (Copy Message Link) in `link`.")
 
 
 def scope_of(channel: Any, guild_id: int | None) -> tuple[ScopeKey, str, str, bool]:
@@ -377,79 +384,37 @@ class DiscordAdapter:
                 await interaction.followup.send(chunk, **kwargs)
 
     def register_commands(self, tree: app_commands.CommandTree) -> None:
-        """Define the slash commands (``chorus discord-sync`` publishes them to Discord)."""
-        a = self.actions
-        admin = app_commands.default_permissions(manage_guild=True)
+        """Define the slash commands from the command table (``chorus discord-sync`` publishes them)."""
+        for cmd in CHAT_COMMANDS:
+            tree.add_command(self.app_command(cmd))
 
-        @tree.command(name="ask", description="Ask Chorus about this channel's memory")
-        @app_commands.describe(question="What do you want to know?")
-        async def ask(interaction: discord.Interaction, question: str) -> None:
-            await self.run_command(interaction, "ask", lambda inv: a.ask(inv, question), slow=True)
+    def app_command(self, cmd: ChatCommand) -> app_commands.Command:
+        """One table entry as a discord.py app command: its options come from the callback's signature."""
+        handler = cmd.handler
+        if handler is None:
+            raise ValueError(f"chat command {cmd.name} has no handler")
 
-        @tree.command(name="whosaid", description="Who said an exact phrase in this channel")
-        @app_commands.describe(phrase="The words to look for")
-        async def whosaid(interaction: discord.Interaction, phrase: str) -> None:
-            await self.run_command(interaction, "whosaid", lambda inv: a.whosaid(inv, phrase), slow=True)
+        async def callback(interaction: discord.Interaction, **options: Any) -> None:
+            args = {k: str(v) for k, v in options.items() if v is not None}
+            await self.run_command(interaction, cmd.name, lambda inv: handler(self.actions, inv, args, DISCORD),
+                                   ephemeral=cmd.private, slow=cmd.slow)
 
-        @tree.command(name="profile", description="What Chorus knows about someone in this channel")
-        @app_commands.describe(person="A name or @mention")
-        async def profile(interaction: discord.Interaction, person: str) -> None:
-            await self.run_command(interaction, "profile", lambda inv: a.profile(inv, person), slow=True)
-
-        @tree.command(name="timeline", description="How a topic developed over time in this channel")
-        @app_commands.describe(topic="The topic")
-        async def timeline(interaction: discord.Interaction, topic: str) -> None:
-            await self.run_command(interaction, "timeline", lambda inv: a.timeline(inv, topic), slow=True)
-
-        @tree.command(name="status", description="What Chorus remembers here")
-        async def status(interaction: discord.Interaction) -> None:
-            await self.run_command(interaction, "status", a.status, ephemeral=True)
-
-        @tree.command(name="forget", description="Forget all your messages (asks to confirm) or one message")
-        @app_commands.describe(what="'me' for all your messages, 'message' for one", link="Link to the message",
-                               confirm="The code Chorus gave you to confirm 'forget me'")
-        async def forget(interaction: discord.Interaction, what: Literal["me", "message"],
-                         link: Optional[str] = None, confirm: Optional[str] = None) -> None:
-            def work(inv: Invoker) -> Reply:
-                if what == "me":
-                    return a.forget_me(inv, confirm or "", how="`/forget what:me confirm:{code}`")
-                ref = parse_link(link or "")
-                if ref is None:
-                    return Reply("Give the message link (Copy Message Link) in `link`.", ephemeral=True)
-                return a.forget_message(inv, *ref)
-            await self.run_command(interaction, "forget", work, ephemeral=True)
-
-        @tree.command(name="export", description="Get a file of everything Chorus keeps by or about you")
-        async def export(interaction: discord.Interaction) -> None:
-            await self.run_command(interaction, "export", a.export_me, ephemeral=True)
-
-        @tree.command(name="optout", description="Stop Chorus remembering your messages")
-        async def optout(interaction: discord.Interaction) -> None:
-            await self.run_command(interaction, "optout", a.opt_out_me, ephemeral=True)
-
-        @tree.command(name="optin", description="Let Chorus remember your messages again")
-        async def optin(interaction: discord.Interaction) -> None:
-            await self.run_command(interaction, "optin", a.opt_in_me, ephemeral=True)
-
-        @tree.command(name="pause", description="Admin: stop remembering anything in this server")
-        @app_commands.guild_only()
-        @admin
-        async def pause(interaction: discord.Interaction) -> None:
-            await self.run_command(interaction, "pause", a.pause, ephemeral=True)
-
-        @tree.command(name="resume", description="Admin: resume remembering this server")
-        @app_commands.guild_only()
-        @admin
-        async def resume(interaction: discord.Interaction) -> None:
-            await self.run_command(interaction, "resume", a.resume, ephemeral=True)
-
-        @tree.command(name="channel", description="Admin: opt this channel in or out of memory")
-        @app_commands.describe(mode="'in' to remember this channel, 'out' to stop")
-        @app_commands.guild_only()
-        @admin
-        async def channel(interaction: discord.Interaction, mode: Literal["in", "out"]) -> None:
-            await self.run_command(interaction, "channel", lambda inv: a.channel_opt(inv, mode == "in"),
-                                   ephemeral=True)
+        params = [inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    annotation=discord.Interaction)]
+        for arg in cmd.args:
+            kind: Any = Literal.__getitem__(arg.choices) if arg.choices else str
+            params.append(inspect.Parameter(arg.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                            annotation=kind if arg.required else Optional[kind],
+                                            default=inspect.Parameter.empty if arg.required else None))
+        setattr(callback, "__signature__", inspect.Signature(params))  # what discord.py reads the options from
+        if cmd.args:
+            app_commands.describe(**{a.name: a.help for a in cmd.args})(callback)
+        description = cmd.help
+        if cmd.permission == "admin":
+            app_commands.guild_only()(callback)
+            app_commands.default_permissions(manage_guild=True)(callback)
+            description = "Admin: " + description[:1].lower() + description[1:]
+        return app_commands.Command(name=cmd.name, description=description, callback=callback)
 
     # ------------------------------------------------------------------ lifecycle
     async def close(self) -> None:

@@ -1,8 +1,9 @@
 """Command handlers shared by every chat adapter: one place decides what a command does.
 
-Adapters translate a platform command into a call here and render the ``Reply``.
-Everything here is synchronous and may block on the store or a model, so adapters
-run it in a worker thread; none of it knows which platform it serves.
+Adapters translate a platform command into a call here (``bot.command_table`` names every
+command and maps it to a method) and render the ``Reply``. Everything here is synchronous
+and may block on the store or a model, so adapters run it in a worker thread; none of it
+knows which platform it serves.
 """
 from __future__ import annotations
 
@@ -26,23 +27,6 @@ log = logging.getLogger(__name__)
 
 CONFIRM_TTL_S = 300.0
 REFUSE_ADMIN = "Only workspace admins can do that (it needs the Manage Server / admin permission)."
-
-HELP = """Commands:
-  ask QUESTION            answer from this channel's memory, with sources
-  whosaid PHRASE          who said an exact phrase
-  profile PERSON          what I know about someone here
-  timeline TOPIC          how a topic developed over time
-  status                  what I remember here
-  forget me               forget every message of yours in this workspace (asks to confirm)
-  forget message LINK     forget one message (yours, or any if you are an admin)
-  export                  a JSON file of everything I keep by or about you, sent only to you
-  optout / optin          stop (or resume) remembering your messages
-admin:
-  pause / resume          stop (or resume) remembering anything in this workspace
-  channel in / channel out   remember this channel or not"""
-
-# (channel or thread, message id) parsed from a platform link or id; None if not understood.
-LinkParser = Callable[[str], "tuple[str, str] | None"]
 
 
 @dataclass(frozen=True)
@@ -257,48 +241,3 @@ class Actions:
             return Reply("This channel is opted in: I will remember its messages.", ephemeral=True)
         return Reply("This channel is opted out: I will not remember new messages here (what I already remember "
                      "stays; `forget` removes it).", ephemeral=True)
-
-    # ------------------------------------------------------------------ text commands
-    def run_text(self, inv: Invoker, text: str, *, parse_link: LinkParser | None = None) -> Reply:
-        """One text command (Slack's `/chorus ...`): the first word names it, the rest is its argument."""
-        word, _, rest = text.strip().partition(" ")
-        name, arg = word.lower(), rest.strip()
-        if name in ("", "help"):
-            return Reply(HELP, ephemeral=True)
-        if name == "ask":
-            return self.ask(inv, arg)
-        if name == "whosaid":
-            return self.whosaid(inv, arg)
-        if name == "profile":
-            return self.profile(inv, arg)
-        if name == "timeline":
-            return self.timeline(inv, arg)
-        if name == "status":
-            return self.status(inv)
-        if name == "export":
-            return self.export_me(inv)
-        if name in ("optout", "opt-out"):
-            return self.opt_out_me(inv)
-        if name in ("optin", "opt-in"):
-            return self.opt_in_me(inv)
-        if name == "pause":
-            return self.pause(inv)
-        if name == "resume":
-            return self.resume(inv)
-        if name == "channel":
-            mode = arg.lower().replace("-", "")
-            if mode in ("in", "optin", "on"):
-                return self.channel_opt(inv, True)
-            if mode in ("out", "optout", "off"):
-                return self.channel_opt(inv, False)
-            return Reply("Use `channel in` or `channel out`.", ephemeral=True)
-        if name == "forget":
-            what, _, more = arg.partition(" ")
-            if what.lower() == "me":
-                return self.forget_me(inv, more.strip())
-            target = more.strip() if what.lower() == "message" else arg
-            ref = parse_link(target) if (parse_link and target) else None
-            if ref is None:
-                return Reply("Use `forget me`, or `forget message LINK` with a link to the message.", ephemeral=True)
-            return self.forget_message(inv, *ref)
-        return self.ask(inv, text.strip())

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from memory.embeddings.base import Embedder
 from memory.errors import ChorusError, EmbeddingError, ModelError
-from memory.llm.base import LLM
+from memory.llm.base import LLM, Completion
 from memory.models import Message, ScopeKey, clean_text
 from memory.query.answer import Answerer, PersonaVoice
 from memory.query.compose import Budgets
@@ -80,12 +79,21 @@ def parse_scope(text: str) -> ScopeKey:
     return ScopeKey(*parts)
 
 
-@dataclass
-class Mention:
-    """A question addressed to the bot inside a message."""
+class NoModel(LLM):
+    """Stands in for the language model where none is loaded: any call raises ``ModelError``."""
 
-    message: Message
-    question: str
+    name = "none"
+    n_ctx = 0
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0, json_schema: dict | None = None,
+                 stop: list[str] | None = None, priority: str = "background") -> Completion:
+        raise ModelError(self.reason)
+
+    def count_tokens(self, text: str) -> int:
+        raise ModelError(self.reason)
 
 
 class Bot:
@@ -130,6 +138,11 @@ class Bot:
                     log.error("language model unavailable: %s", exc)
         return self._llm
 
+    @property
+    def llm_error(self) -> str | None:
+        """Why the language model could not be loaded; None if it loaded or was never tried."""
+        return self._llm_error
+
     def writer(self) -> Writer | None:
         """The memory writer, sharing this bot's model; None when no model can be loaded."""
         if self._writer is None:
@@ -139,6 +152,14 @@ class Bot:
             self._writer = Writer(self.store, llm, records=self.records, persona=persona_of(self.settings),
                                   config=writer_config(self.settings))
         return self._writer
+
+    def read_only_writer(self) -> Writer:
+        """The writer's bookkeeping (lag, quarantine, speed) without loading a model.
+
+        ``chorus status`` reads it; a window run through it fails with the reason there is no model.
+        """
+        return Writer(self.store, NoModel(self._llm_error or "no language model is loaded (read-only use)"),
+                      records=self.records)
 
     # ---------------------------------------------------------------- scopes
     def scope_ids(self, key: ScopeKey) -> list[int]:

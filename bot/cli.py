@@ -1,26 +1,187 @@
-"""The ``chorus`` command line. Each subcommand is a boundary: errors print a reason, not a trace."""
+"""The ``chorus`` command line: its table of subcommands, the parser rendered from it, and ``main``.
+
+Each subcommand is a ``bot.command_table.Command`` whose handler takes the parsed
+arguments and the settings and returns the exit status. Each handler is a boundary:
+errors print a reason, not a trace. The handlers live below this module (``commands``,
+``eval_commands``, ``platform_cli``, ``doctor``) and never import it.
+"""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
-from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from memory.errors import ChorusError
 
-from .config import Settings, example_toml, load_settings
+from . import commands, doctor, eval_commands, platform_cli
+from .command_table import Arg, Command
+from .config import Settings, load_settings
 
 log = logging.getLogger("chorus")
-COMMANDS: dict[str, Callable[[argparse.Namespace, Settings], int]] = {}
+
+CliHandler = Callable[[argparse.Namespace, Settings], int]
+CliCommand = Command[CliHandler]
+
+DATASETS = ("locomo", "socialmem", "friendsqa")
+SCOPE = Arg("--scope", "platform:workspace:channel", required=True)
+WHO = (Arg("--platform", required=True),
+       Arg("--workspace", "Discord guild id / Slack team id ('@me' for Discord DMs)", required=True),
+       Arg("--user", "the platform user id", required=True))
+BENCH_OUT = Arg("--out", default="out/bench")
+
+EVAL: tuple[CliCommand, ...] = (
+    Command("retrieval", "evidence recall@k of retrieval systems side by side", eval_commands.eval_retrieval, (
+        Arg("--dataset", "the dataset to score (required unless --lodo)", choices=DATASETS),
+        Arg("--lodo", "tune hybrid search's constants leave-one-dataset-out on all three and print the table",
+            type=bool),
+        Arg("--cache", "--lodo: folder for per-dataset feature caches", default="out/cache"),
+        Arg("--data", "a file (or SocialMemBench folder) of the same format"),
+        Arg("--out", "folder for the JSON and Markdown results", default="out/eval"),
+        Arg("--limit", "only the first N conversations", type=int),
+        Arg("--systems", "comma-separated systems to compare",
+            default="bm25,dense,hybrid,full,no_track2,no_track1,no_group,no_person"),
+        Arg("--stores", "folder of per-conversation stores to reuse (e.g. filled by `eval writer`)"))),
+    Command("writer", "write real conversations end to end and measure the writer", eval_commands.eval_writer, (
+        Arg("--dataset", "write this dataset's chats", choices=DATASETS),
+        Arg("--data", "a file (or SocialMemBench folder) of the same format"),
+        Arg("--out", default="out/eval"),
+        Arg("--limit", "only the first N conversations", type=int),
+        Arg("--stores", "keep the written stores here (reuse with `eval retrieval --stores`)"),
+        Arg("--reference", "reference writer output (folder of *.actions.json, or one file) to score the records "
+                           "against"),
+        Arg("--store", "score an existing store (or folder of stores) against --reference; writes nothing"))),
+    Command("answer", "replies as users read them: answer recall, cite-hit, declines, latency",
+            eval_commands.eval_answer, (
+        Arg("--dataset", "required unless --lodo", choices=DATASETS),
+        Arg("--lodo", "choose the reply constants leave-one-dataset-out on all three dev sets and print the table",
+            type=bool),
+        Arg("--own", "--lodo: also score our own question set (SocialMemBench format) with the chosen constants",
+            default="tests/data/chats"),
+        Arg("--data", "a file (or SocialMemBench folder) of the same format"),
+        Arg("--out", default="out/eval"),
+        Arg("--limit", "only the first N conversations", type=int),
+        Arg("--questions", "at most N questions per conversation", type=int),
+        Arg("--stores", "reuse stores written by `eval writer` (Track 2 included)"),
+        Arg("--policies", "comma-separated reply policies to compare: evidence, model, baseline (top BM25 message)",
+            default="evidence,model,baseline"),
+        Arg("--model-questions", "how many questions the (slow) model policy answers; 0 skips it",
+            type=int, default=30))),
+    Command("speaker-levenshtein", "compare the records of two stores (writer A vs B)",
+            eval_commands.eval_speaker_levenshtein, (
+        Arg("--pred", "store written by the writer under test", required=True),
+        Arg("--ref", "reference store", required=True))),
+)
+
+BENCH: tuple[CliCommand, ...] = (  # run by their parent's handler: the benchmarks package dispatches on bench_kind
+    Command("ingest", "messages/s with and without embeddings", args=(
+        Arg("--messages", type=int, default=20_000), Arg("--embedded-messages", type=int, default=2_000),
+        BENCH_OUT)),
+    Command("event", "adapter event ingest p50/p95 and command ack under a slow model", args=(
+        Arg("--events", type=int, default=300), Arg("--model-seconds", type=float, default=5.0),
+        Arg("--acks", type=int, default=10), BENCH_OUT)),
+    Command("load", "sustained traffic with questions and writer windows: zero loss, latency, RSS", args=(
+        Arg("--rate", "messages per second over all channels", type=float, default=50.0),
+        Arg("--seconds", type=float, default=600.0),
+        Arg("--channels", type=int, default=8),
+        Arg("--ask-every", "seconds between questions", type=float, default=5.0),
+        Arg("--no-model", "answer from evidence; write with a scripted model", type=bool),
+        BENCH_OUT)),
+    Command("writer", "writer messages/min and tokens/s vs raw llama.cpp on the same model", args=(
+        Arg("--windows", type=int, default=3), BENCH_OUT)),
+    Command("answer", "answer path latency without generation at 10k/100k messages", args=(
+        Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=200),
+        Arg("--generate", "also time N full answers with the model", type=int, default=5), BENCH_OUT)),
+    Command("search", "hybrid search latency vs numpy and rank-bm25", args=(
+        Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=100), BENCH_OUT)),
+)
+
+CLI_COMMANDS: tuple[CliCommand, ...] = (
+    Command("console", "terminal group chat with the bot (the embedded default)", commands.console, (
+        Arg("--channel", default="general"),
+        Arg("--no-demo", "do not preload the demo conversation", type=bool))),
+    Command("ingest", "import a transcript (jsonl, locomo, socialmem, friendsqa)", commands.ingest, (
+        Arg("file", required=True),
+        Arg("--format", default="jsonl", choices=("jsonl", *DATASETS)),
+        Arg("--no-embed", "store now, embed later with `chorus embed`", type=bool))),
+    Command("embed", "embed messages imported without vectors", commands.embed),
+    Command("reindex", "re-embed everything with the configured embedder (after changing it)", commands.reindex, (
+        Arg("--force", "re-embed even if the store already uses this embedder", type=bool),)),
+    Command("ask", "ask the bot a question about one channel", commands.ask, (Arg("question", required=True), SCOPE)),
+    Command("whosaid", "who said an exact phrase in one channel", commands.whosaid,
+            (Arg("phrase", required=True), SCOPE)),
+    Command("write", "run pending writer windows now", commands.write, (
+        Arg("--force", "also write sessions that are still open", type=bool),
+        Arg("--max-windows", "stop after this many windows", type=int),
+        Arg("--retry-quarantined", "retry one quarantined window", type=int, metavar="ID"))),
+    Command("status", "what the store holds, writer lag per scope, quarantined windows", commands.status),
+    Command("migrate", "apply pending schema migrations", commands.migrate_cmd),
+    Command("scopes", "list channels with memory", commands.scopes),
+    Command("config-example", "print the documented example configuration", commands.config_example),
+    Command("doctor", "what the configured model supports, with a live smoke test of each prompt form",
+            doctor.doctor),
+    Command("inspect", "browse the store read-only in Datasette: what is remembered about whom, from which message, "
+                       "update chains, writer rejections", commands.inspect_cmd, (
+        Arg("--store", "store file (default: --db or [store].path)"),
+        Arg("--host", "address to listen on (default: this machine only)", default="127.0.0.1"),
+        Arg("--port", type=int, default=8001),
+        Arg("--token-env", "require the operator token held in this environment variable", metavar="VAR"))),
+    Command("eval", "evaluate on real conversation data", subcommands=EVAL, sub_dest="eval_kind"),
+    Command("bench", "benchmarks that compare against a baseline in the same run", commands.bench_cmd,
+            subcommands=BENCH, sub_dest="bench_kind"),
+    Command("run", "connect the configured Discord / Slack adapters and serve until stopped", platform_cli.run_cmd),
+    Command("backfill", "import channel history (oldest first, resumable)", platform_cli.backfill_cmd, (
+        Arg("--platform", "only this platform (default: every enabled one)", choices=("discord", "slack")),
+        Arg("--channel", "only this channel id (repeatable)", repeat=True),
+        Arg("--guild", "Discord: only this guild id (repeatable)", repeat=True),
+        Arg("--max-pages", "stop each channel after N pages (resume later)", type=int))),
+    Command("discord-sync", "publish the slash commands to Discord (run after upgrades)",
+            platform_cli.discord_sync_cmd, (
+        Arg("--guild", "sync to one guild only (instant, for testing) instead of globally"),)),
+    Command("forget", "forget every message of one user in a workspace", platform_cli.forget_cmd,
+            (*WHO, Arg("--yes", "do not ask for confirmation", type=bool))),
+    Command("export", "write everything kept by or about one user as JSON", platform_cli.export_cmd,
+            (*WHO, Arg("--out", "file to write (default: standard output)"))),
+)
+
+# The handler of each top-level subcommand, by name.
+COMMANDS: dict[str, CliHandler] = {c.name: c.handler for c in CLI_COMMANDS if c.handler is not None}
 
 
-def command(name: str) -> Callable:
-    def register(fn: Callable[[argparse.Namespace, Settings], int]) -> Callable:
-        COMMANDS[name] = fn
-        return fn
-    return register
+def add_argument(parser: argparse.ArgumentParser, arg: Arg) -> None:
+    """One table argument as an argparse argument."""
+    kw: dict[str, Any] = {"help": arg.help} if arg.help else {}
+    if arg.type is bool:
+        kw["action"] = "store_true"
+    elif arg.repeat:
+        kw.update(action="append", default=[])
+    else:
+        if arg.type is not str:
+            kw["type"] = arg.type
+        if arg.default is not None:
+            kw["default"] = arg.default
+    if arg.choices:
+        kw["choices"] = list(arg.choices)
+    if arg.metavar:
+        kw["metavar"] = arg.metavar
+    if arg.required and arg.name.startswith("-"):
+        kw["required"] = True
+    parser.add_argument(arg.name, **kw)
+
+
+def add_commands(parser: argparse.ArgumentParser, table: tuple[CliCommand, ...], dest: str,
+                 inherited: CliHandler | None = None) -> None:
+    """The table's commands as required subcommands of ``parser``; each parser knows its handler."""
+    sub = parser.add_subparsers(dest=dest, required=True)
+    for cmd in table:
+        p = sub.add_parser(cmd.name, help=cmd.help)
+        for arg in cmd.args:
+            add_argument(p, arg)
+        handler = cmd.handler or inherited
+        if cmd.subcommands:
+            add_commands(p, cmd.subcommands, cmd.sub_dest, handler)
+        elif handler is not None:
+            p.set_defaults(handler=handler)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,122 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="config TOML (default: $CHORUS_CONFIG or ./config.toml)")
     p.add_argument("--db", help="store file, overriding [store].path")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    c = sub.add_parser("console", help="terminal group chat with the bot (the embedded default)")
-    c.add_argument("--channel", default="general")
-    c.add_argument("--no-demo", action="store_true", help="do not preload the demo conversation")
-
-    c = sub.add_parser("ingest", help="import a transcript (jsonl, locomo, socialmem, friendsqa)")
-    c.add_argument("file")
-    c.add_argument("--format", default="jsonl", choices=["jsonl", "locomo", "socialmem", "friendsqa"])
-    c.add_argument("--no-embed", action="store_true", help="store now, embed later with `chorus embed`")
-
-    sub.add_parser("embed", help="embed messages imported without vectors")
-    c = sub.add_parser("reindex", help="re-embed everything with the configured embedder (after changing it)")
-    c.add_argument("--force", action="store_true", help="re-embed even if the store already uses this embedder")
-
-    c = sub.add_parser("ask", help="ask the bot a question about one channel")
-    c.add_argument("question")
-    c.add_argument("--scope", required=True, help="platform:workspace:channel")
-
-    c = sub.add_parser("whosaid", help="who said an exact phrase in one channel")
-    c.add_argument("phrase")
-    c.add_argument("--scope", required=True, help="platform:workspace:channel")
-
-    c = sub.add_parser("write", help="run pending writer windows now")
-    c.add_argument("--force", action="store_true", help="also write sessions that are still open")
-    c.add_argument("--max-windows", type=int, help="stop after this many windows")
-    c.add_argument("--retry-quarantined", type=int, metavar="ID", help="retry one quarantined window")
-
-    sub.add_parser("status", help="what the store holds, writer lag per scope, quarantined windows")
-    sub.add_parser("migrate", help="apply pending schema migrations")
-    sub.add_parser("scopes", help="list channels with memory")
-    sub.add_parser("config-example", help="print the documented example configuration")
-    sub.add_parser("doctor", help="what the configured model supports, with a live smoke test of each prompt form")
-    c = sub.add_parser("inspect", help="browse the store read-only in Datasette: what is remembered about whom, "
-                                        "from which message, update chains, writer rejections")
-    c.add_argument("--store", help="store file (default: --db or [store].path)")
-    c.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
-    c.add_argument("--port", type=int, default=8001)
-    c.add_argument("--token-env", metavar="VAR", help="require the operator token held in this environment variable")
-
-    c = sub.add_parser("eval", help="evaluate on real conversation data")
-    esub = c.add_subparsers(dest="eval_kind", required=True)
-    e = esub.add_parser("retrieval", help="evidence recall@k of retrieval systems side by side")
-    e.add_argument("--dataset", choices=["locomo", "socialmem", "friendsqa"],
-                   help="the dataset to score (required unless --lodo)")
-    e.add_argument("--lodo", action="store_true",
-                   help="tune hybrid search's constants leave-one-dataset-out on all three and print the table")
-    e.add_argument("--cache", default="out/cache", help="--lodo: folder for per-dataset feature caches")
-    e.add_argument("--data", help="a file (or SocialMemBench folder) of the same format")
-    e.add_argument("--out", default="out/eval", help="folder for the JSON and Markdown results")
-    e.add_argument("--limit", type=int, help="only the first N conversations")
-    e.add_argument("--systems", default="bm25,dense,hybrid,full,no_track2,no_track1,no_group,no_person",
-                   help="comma-separated systems to compare")
-    e.add_argument("--stores", help="folder of per-conversation stores to reuse (e.g. filled by `eval writer`)")
-
-    e = esub.add_parser("writer", help="write real conversations end to end and measure the writer")
-    e.add_argument("--dataset", choices=["locomo", "socialmem", "friendsqa"], help="write this dataset's chats")
-    e.add_argument("--data", help="a file (or SocialMemBench folder) of the same format")
-    e.add_argument("--out", default="out/eval")
-    e.add_argument("--limit", type=int, help="only the first N conversations")
-    e.add_argument("--stores", help="keep the written stores here (reuse with `eval retrieval --stores`)")
-    e.add_argument("--reference", help="reference writer output (folder of *.actions.json, or one file) to score "
-                                       "the records against")
-    e.add_argument("--store", help="score an existing store (or folder of stores) against --reference; writes nothing")
-    e = esub.add_parser("answer", help="replies as users read them: answer recall, cite-hit, declines, latency")
-    e.add_argument("--dataset", choices=["locomo", "socialmem", "friendsqa"], help="required unless --lodo")
-    e.add_argument("--lodo", action="store_true",
-                   help="choose the reply constants leave-one-dataset-out on all three dev sets and print the table")
-    e.add_argument("--own", default="tests/data/chats",
-                   help="--lodo: also score our own question set (SocialMemBench format) with the chosen constants")
-    e.add_argument("--data", help="a file (or SocialMemBench folder) of the same format")
-    e.add_argument("--out", default="out/eval")
-    e.add_argument("--limit", type=int, help="only the first N conversations")
-    e.add_argument("--questions", type=int, help="at most N questions per conversation")
-    e.add_argument("--stores", help="reuse stores written by `eval writer` (Track 2 included)")
-    e.add_argument("--policies", default="evidence,model,baseline",
-                   help="comma-separated reply policies to compare: evidence, model, baseline (top BM25 message)")
-    e.add_argument("--model-questions", type=int, default=30,
-                   help="how many questions the (slow) model policy answers; 0 skips it")
-    e = esub.add_parser("speaker-levenshtein", help="compare the records of two stores (writer A vs B)")
-    e.add_argument("--pred", required=True, help="store written by the writer under test")
-    e.add_argument("--ref", required=True, help="reference store")
-
-    c = sub.add_parser("bench", help="benchmarks that compare against a baseline in the same run")
-    bsub = c.add_subparsers(dest="bench_kind", required=True)
-    b = bsub.add_parser("ingest", help="messages/s with and without embeddings")
-    b.add_argument("--messages", type=int, default=20_000)
-    b.add_argument("--embedded-messages", type=int, default=2_000)
-    b.add_argument("--out", default="out/bench")
-    b = bsub.add_parser("event", help="adapter event ingest p50/p95 and command ack under a slow model")
-    b.add_argument("--events", type=int, default=300)
-    b.add_argument("--model-seconds", type=float, default=5.0)
-    b.add_argument("--acks", type=int, default=10)
-    b.add_argument("--out", default="out/bench")
-    b = bsub.add_parser("load", help="sustained traffic with questions and writer windows: zero loss, latency, RSS")
-    b.add_argument("--rate", type=float, default=50.0, help="messages per second over all channels")
-    b.add_argument("--seconds", type=float, default=600.0)
-    b.add_argument("--channels", type=int, default=8)
-    b.add_argument("--ask-every", type=float, default=5.0, help="seconds between questions")
-    b.add_argument("--no-model", action="store_true", help="answer from evidence; write with a scripted model")
-    b.add_argument("--out", default="out/bench")
-    b = bsub.add_parser("writer", help="writer messages/min and tokens/s vs raw llama.cpp on the same model")
-    b.add_argument("--windows", type=int, default=3)
-    b.add_argument("--out", default="out/bench")
-    b = bsub.add_parser("answer", help="answer path latency without generation at 10k/100k messages")
-    b.add_argument("--sizes", default="10000,100000")
-    b.add_argument("--queries", type=int, default=200)
-    b.add_argument("--generate", type=int, default=5, help="also time N full answers with the model")
-    b.add_argument("--out", default="out/bench")
-    b = bsub.add_parser("search", help="hybrid search latency vs numpy and rank-bm25")
-    b.add_argument("--sizes", default="10000,100000")
-    b.add_argument("--queries", type=int, default=100)
-    b.add_argument("--out", default="out/bench")
-    from .platform_cli import add_parsers  # local: platform_cli imports this module
-
-    add_parsers(sub)
+    add_commands(p, CLI_COMMANDS, "command")
     return p
 
 
@@ -158,10 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.DEBUG if args.verbose else getattr(logging, settings.log_level),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    from . import commands, doctor, platform_cli  # noqa: F401  (register the subcommands)
-
     try:
-        return COMMANDS[args.command](args, settings)
+        return args.handler(args, settings)
     except ChorusError as exc:
         log.debug("command failed", exc_info=True)
         print(f"chorus: {exc}", file=sys.stderr)
@@ -169,17 +213,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("chorus: interrupted", file=sys.stderr)
         return 130
-
-
-@command("config-example")
-def _config_example(args: argparse.Namespace, settings: Settings) -> int:
-    sys.stdout.write(example_toml())
-    return 0
-
-
-@command("inspect")
-def _inspect(args: argparse.Namespace, settings: Settings) -> int:
-    from .inspect import serve
-
-    return serve(Path(args.store or settings.store.path).expanduser(), host=args.host, port=args.port,
-                 token_env=args.token_env)

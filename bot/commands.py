@@ -1,4 +1,7 @@
-"""CLI subcommand implementations (registered into ``bot.cli.COMMANDS``)."""
+"""The ``chorus`` subcommands that work on the store and the bot (the table in ``bot.cli`` names them).
+
+Each takes the parsed arguments and the settings and returns the exit status.
+"""
 from __future__ import annotations
 
 import argparse
@@ -11,12 +14,10 @@ from tqdm import tqdm
 
 from memory.datasets import load_dataset
 from memory.errors import ChorusError
-from memory.eval.plots import write_report_plot
 from memory.store import Store
 
-from .app import Bot, load_embedder_from, parse_scope, persona_of, writer_config
-from .cli import command
-from .config import Settings
+from .app import Bot, load_embedder_from, parse_scope
+from .config import Settings, example_toml
 
 
 def open_store(settings: Settings, *, embed: bool = True) -> Store:
@@ -25,7 +26,6 @@ def open_store(settings: Settings, *, embed: bool = True) -> Store:
                  idle_gap_s=settings.store.idle_gap_minutes * 60)
 
 
-@command("console")
 def console(args: argparse.Namespace, settings: Settings) -> int:
     from adapters.console import ConsoleChat
 
@@ -87,7 +87,6 @@ def console_logs_to_file(settings: Settings) -> Path:
     return path
 
 
-@command("ingest")
 def ingest(args: argparse.Namespace, settings: Settings) -> int:
     conversations = load_dataset(args.format, args.file)
     messages = [m for c in conversations for m in c.messages]
@@ -102,7 +101,6 @@ def ingest(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-@command("embed")
 def embed(args: argparse.Namespace, settings: Settings) -> int:
     store = open_store(settings)
     try:
@@ -114,7 +112,6 @@ def embed(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-@command("reindex")
 def reindex(args: argparse.Namespace, settings: Settings) -> int:
     """Re-embed every message and record with the configured embedder (after changing `embeddings.*`)."""
     from memory.records import Records
@@ -136,7 +133,6 @@ def reindex(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-@command("ask")
 def ask(args: argparse.Namespace, settings: Settings) -> int:
     bot = Bot(settings)
     try:
@@ -146,7 +142,6 @@ def ask(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-@command("whosaid")
 def whosaid(args: argparse.Namespace, settings: Settings) -> int:
     bot = Bot(settings, load_models=False)
     try:
@@ -156,13 +151,12 @@ def whosaid(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-@command("write")
 def write(args: argparse.Namespace, settings: Settings) -> int:
     bot = Bot(settings)
     try:
         writer = bot.writer()
         if writer is None:
-            raise ChorusError(f"the language model could not be loaded: {bot._llm_error}")
+            raise ChorusError(f"the language model could not be loaded: {bot.llm_error}")
         if args.retry_quarantined is not None:
             res = writer.retry_quarantined(args.retry_quarantined)
             print(f"window {args.retry_quarantined}: {res.status} ({res.accepted} records, {res.error or 'ok'})")
@@ -181,14 +175,11 @@ def write(args: argparse.Namespace, settings: Settings) -> int:
         bot.close()
 
 
-@command("status")
 def status(args: argparse.Namespace, settings: Settings) -> int:
-    from memory.writer.writer import Writer
-
     bot = Bot(settings, load_models=False)
     try:
         print(bot.status().text)
-        writer = Writer(bot.store, llm=None, records=bot.records)  # type: ignore[arg-type]  # read-only use
+        writer = bot.read_only_writer()
         print("\nwriter lag per scope:")
         for lag in writer.lag():
             print(f"  {lag.label}: {lag.pending_messages} messages pending, {bot.records.count(lag.scope_id)} "
@@ -206,7 +197,6 @@ def status(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-@command("scopes")
 def scopes(args: argparse.Namespace, settings: Settings) -> int:
     store = open_store(settings, embed=False)
     try:
@@ -218,7 +208,6 @@ def scopes(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-@command("migrate")
 def migrate_cmd(args: argparse.Namespace, settings: Settings) -> int:
     from memory import migrate
     from memory.db import connect
@@ -232,124 +221,20 @@ def migrate_cmd(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-@command("eval")
-def eval_cmd(args: argparse.Namespace, settings: Settings) -> int:
-    if args.eval_kind == "retrieval" and args.lodo:
-        from memory.eval.lodo import run_lodo
-
-        return run_lodo(args, lambda: load_embedder_from(settings))
-    if args.eval_kind == "retrieval":
-        if not args.dataset:
-            raise ChorusError("eval retrieval needs --dataset (or --lodo for all three)")
-        from memory.eval.report import write_json
-        from memory.eval.retrieval import FULL_SYSTEMS, TRACK1_SYSTEMS, evaluate_retrieval
-
-        known = {**TRACK1_SYSTEMS, **FULL_SYSTEMS}
-        wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
-        unknown = [s for s in wanted if s not in known]
-        if unknown:
-            raise ChorusError(f"unknown systems {unknown}; choose from {', '.join(known)}")
-        report = evaluate_retrieval(args.dataset, data=args.data, embedder=load_embedder_from(settings),
-                                    limit_conversations=args.limit, systems={s: known[s] for s in wanted},
-                                    store_dir=args.stores)
-        md = report.to_markdown()
-        out = Path(args.out)
-        write_json(out / f"retrieval-{args.dataset}.json", report.to_json())
-        (out / f"retrieval-{args.dataset}.md").write_text(md + "\n", "utf-8")
-        print(md)
-        print(f"\nwritten to {out}/retrieval-{args.dataset}.json and .md ({report.seconds:.0f} s)")
-        print(write_report_plot("retrieval", out / f"retrieval-{args.dataset}.png", report.to_json()))
-        return 0
-    if args.eval_kind == "writer":
-        from memory.eval.writer import evaluate_writer
-        from memory.eval.writer_reference import score_stores, stores_in
-
-        if args.store:
-            if not args.reference or not Path(args.store).exists():
-                raise ChorusError("--store needs an existing store (or folder of stores) and --reference")
-            ref = score_stores(stores_in(args.store), args.reference, label=args.store)
-            return _emit(args, f"writer-reference-{Path(args.store).stem}", ref.to_json(), ref.to_markdown())
-        if not args.dataset:
-            raise ChorusError("eval writer needs --dataset (or --store with --reference)")
-        bot_llm = _require_llm(settings)
-        report = evaluate_writer(args.dataset, data=args.data, embedder=load_embedder_from(settings), llm=bot_llm,
-                                 config=writer_config(settings), persona=persona_of(settings),
-                                 limit_conversations=args.limit, store_dir=args.stores, reference=args.reference)
-        return _emit(args, f"writer-{args.dataset}", report.to_json(), report.to_markdown())
-    if args.eval_kind == "answer" and args.lodo:
-        from memory.eval.reply_lodo import run_reply_lodo
-
-        own = args.own if args.own and Path(args.own).exists() else None
-        data, md = run_reply_lodo(load_embedder_from(settings), own=own)
-        return _emit(args, "answer-lodo", data, md)
-    if args.eval_kind == "answer" and not args.dataset:
-        raise ChorusError("eval answer needs --dataset (or --lodo for all three)")
-    if args.eval_kind == "answer":
-        from memory.eval.answer import POLICIES, evaluate_replies
-        from memory.query.answer import PersonaVoice
-
-        policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
-        unknown = [p for p in policies if p not in POLICIES]
-        if unknown or not policies:
-            raise ChorusError(f"unknown policy {unknown}: choose from {', '.join(POLICIES)}")
-        p = settings.persona
-        llm = _require_llm(settings) if "model" in policies and args.model_questions > 0 else None
-        report = evaluate_replies(args.dataset, data=args.data, embedder=load_embedder_from(settings), llm=llm,
-                                  persona=PersonaVoice(p.name, p.description, p.voice, p.cares_about),
-                                  policies=policies, limit_conversations=args.limit, max_questions=args.questions,
-                                  model_questions=args.model_questions, store_dir=args.stores,
-                                  decline_below=settings.answer.decline_below)
-        name = f"answer-{args.dataset}" + (f"-{Path(args.data).stem}" if args.data else "")
-        return _emit(args, name, report.to_json(), report.to_markdown(), plot="answer")
-    if args.eval_kind == "speaker-levenshtein":
-        from memory.speaker_levenshtein import MemRecord, speaker_levenshtein
-
-        def load(path: str) -> list[MemRecord]:
-            store = Store(path)
-            try:
-                with store.read() as conn:
-                    rows = conn.execute("SELECT r.owner, r.content, r.layer, r.utype, r.source, r.session, r.ts "
-                                        "FROM records r WHERE r.status = 'active' AND r.superseded_by IS NULL "
-                                        "AND r.layer != 'persona_insight'").fetchall()
-                    names = dict(conn.execute("SELECT person_id, display_name FROM people").fetchall())
-            finally:
-                store.close()
-            return [MemRecord(names.get(r[0], r[0]), r[1], r[2], r[3], names.get(r[4], r[4]), r[5], r[6])
-                    for r in rows]
-
-        for path in (args.pred, args.ref):
-            if not Path(path).exists():
-                raise ChorusError(f"store {path} does not exist")
-        res = speaker_levenshtein(load(args.pred), load(args.ref))
-        print(f"SpeakerLevenshtein = {res.score:.4f} (pred {res.n_pred} records, ref {res.n_ref}, "
-              f"matched {res.n_matched}; worst owner: {res.worst_owner})")
-        for owner, score in sorted(res.per_owner.items(), key=lambda kv: kv[1]):
-            print(f"  {owner}: {score:.4f}")
-        return 0
-    raise ChorusError(f"unknown evaluation {args.eval_kind}")
-
-
-def _emit(args: argparse.Namespace, name: str, data: dict, md: str, plot: str | None = None) -> int:
-    from memory.eval.report import write_json
-
-    out = Path(args.out)
-    write_json(out / f"{name}.json", data)
-    (out / f"{name}.md").write_text(md + "\n", "utf-8")
-    print(md)
-    print(f"\nwritten to {out}/{name}.json and .md")
-    if plot:
-        print(write_report_plot(plot, out / f"{name}.png", data))
-    return 0
-
-
-def _require_llm(settings: Settings):
-    from .app import load_llm_from
-
-    return load_llm_from(settings)
-
-
-@command("bench")
 def bench_cmd(args: argparse.Namespace, settings: Settings) -> int:
+    """``chorus bench KIND``: the benchmarks package runs the chosen kind."""
     from benchmarks import run_bench
 
     return run_bench(args, settings)
+
+
+def config_example(args: argparse.Namespace, settings: Settings) -> int:
+    sys.stdout.write(example_toml())
+    return 0
+
+
+def inspect_cmd(args: argparse.Namespace, settings: Settings) -> int:
+    from .inspect import serve
+
+    return serve(Path(args.store or settings.store.path).expanduser(), host=args.host, port=args.port,
+                 token_env=args.token_env)

@@ -8,7 +8,7 @@ from memory.errors import ChorusError
 from memory.llm.chat import capabilities_of
 from memory.llm.smoke import smoke_test
 
-from .cli import command
+from .app import load_llm_from
 from .config import Settings
 
 log = logging.getLogger(__name__)
@@ -24,11 +24,8 @@ def describe_settings(settings: Settings) -> str:
             f"n_gpu_layers={cfg.n_gpu_layers} prompt_form={cfg.prompt_form}")
 
 
-@command("doctor")
 def doctor(args: argparse.Namespace, settings: Settings) -> int:
     """Print the model's capabilities and smoke-test each path; exit 1 if any path that exists fails."""
-    from .app import load_llm_from
-
     print(describe_settings(settings))
     try:
         llm = load_llm_from(settings)

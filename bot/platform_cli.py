@@ -1,7 +1,6 @@
 """CLI for the chat platforms: ``chorus run``, ``backfill``, ``discord-sync``, ``forget``, ``export``.
 
-Registered into ``bot.cli.COMMANDS`` with the same ``@command`` decorator; the
-parsers come from ``add_parsers`` (called by ``bot.cli.build_parser``). Platform
+The table in ``bot.cli`` names these subcommands and their arguments. Platform
 libraries are imported only when a platform command runs.
 """
 from __future__ import annotations
@@ -20,32 +19,9 @@ from memory.errors import ChorusError, ConfigError
 
 from .actions import Actions
 from .app import Bot
-from .cli import command
 from .config import Settings
 
 log = logging.getLogger("chorus.run")
-
-
-def add_parsers(sub: Any) -> None:
-    """Add the platform subcommands to the ``chorus`` parser."""
-    sub.add_parser("run", help="connect the configured Discord / Slack adapters and serve until stopped")
-    c = sub.add_parser("backfill", help="import channel history (oldest first, resumable)")
-    c.add_argument("--platform", choices=["discord", "slack"], help="only this platform (default: every enabled one)")
-    c.add_argument("--channel", action="append", default=[], help="only this channel id (repeatable)")
-    c.add_argument("--guild", action="append", default=[], help="Discord: only this guild id (repeatable)")
-    c.add_argument("--max-pages", type=int, help="stop each channel after N pages (resume later)")
-    c = sub.add_parser("discord-sync", help="publish the slash commands to Discord (run after upgrades)")
-    c.add_argument("--guild", help="sync to one guild only (instant, for testing) instead of globally")
-    for name, text in (("forget", "forget every message of one user in a workspace"),
-                       ("export", "write everything kept by or about one user as JSON")):
-        c = sub.add_parser(name, help=text)
-        c.add_argument("--platform", required=True)
-        c.add_argument("--workspace", required=True, help="Discord guild id / Slack team id ('@me' for Discord DMs)")
-        c.add_argument("--user", required=True, help="the platform user id")
-        if name == "forget":
-            c.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-        else:
-            c.add_argument("--out", help="file to write (default: standard output)")
 
 
 # ---------------------------------------------------------------------- logging without secrets
@@ -172,7 +148,6 @@ async def serve(settings: Settings, bot: Bot, actions: Actions) -> int:
             task.cancel()
 
 
-@command("run")
 def run_cmd(args: argparse.Namespace, settings: Settings) -> int:
     redact(_secrets(settings))
     bot = Bot(settings)  # the Bot also wires Track 2 to deletions and forgetting
@@ -213,7 +188,6 @@ async def _discord_backfill(settings: Settings, actions: Actions, args: argparse
         await adapter.close()
 
 
-@command("backfill")
 def backfill_cmd(args: argparse.Namespace, settings: Settings) -> int:
     redact(_secrets(settings))
     platforms = [args.platform] if args.platform else [p for p in ("discord", "slack")
@@ -240,7 +214,6 @@ def backfill_cmd(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # ---------------------------------------------------------------------- chorus discord-sync
-@command("discord-sync")
 def discord_sync_cmd(args: argparse.Namespace, settings: Settings) -> int:
     redact(_secrets(settings))
 
@@ -267,7 +240,6 @@ def discord_sync_cmd(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # ---------------------------------------------------------------------- chorus forget / export
-@command("forget")
 def forget_cmd(args: argparse.Namespace, settings: Settings) -> int:
     bot = Bot(settings, load_models=False)
     try:
@@ -286,7 +258,6 @@ def forget_cmd(args: argparse.Namespace, settings: Settings) -> int:
         bot.close()
 
 
-@command("export")
 def export_cmd(args: argparse.Namespace, settings: Settings) -> int:
     bot = Bot(settings, load_models=False)
     try:

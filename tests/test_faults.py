@@ -257,9 +257,10 @@ def test_embedder_failing_at_run_time_keeps_messages_and_recovers(tmp_path, capl
             acts.remember(m(i, f"kites and lakes {i}"))
         assert len(stored(bot.store)) == 10  # ingest never waits for (or fails on) the embedder
         from bot.actions import Invoker, guarded
+        from bot.command_table import run_text
 
         # The question is still answered, by words alone; the operator's log says why.
-        reply = guarded("ask", lambda: acts.run_text(Invoker(KEY, "u1"), "ask kites?"))
+        reply = guarded("ask", lambda: run_text(acts, Invoker(KEY, "u1"), "ask kites?"))
         assert "[1]" in reply.text and "kites and lakes" in reply.text
         assert any("searched by words only" in n and "out of memory" in n for n in reply.data["notes"])
         assert "meaning search unavailable" in caplog.text or "could not embed new messages" in caplog.text
@@ -271,7 +272,7 @@ def test_embedder_failing_at_run_time_keeps_messages_and_recovers(tmp_path, capl
         bot.flush_embeddings()
         bot.store.embed_pending()  # the background thread may have done some already
         assert bot.store.pending_embeddings() == 0
-        assert "[1]" in acts.run_text(Invoker(KEY, "u1"), "ask kites?").text
+        assert "[1]" in run_text(acts, Invoker(KEY, "u1"), "ask kites?").text
     finally:
         bot.close()
     assert_consistent(tmp_path / "chorus.db", vectors_complete=True)

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bot.actions import Actions, Invoker, guarded
 from bot.app import Bot
+from bot.command_table import run_text
 from bot.config import Settings
 from memory import privacy
 from memory.errors import ChorusError, InputError
@@ -313,7 +314,7 @@ def test_commands_never_crash_and_never_leak(text, verb):
         handler.emit = records.append  # type: ignore[method-assign]
         logging.getLogger().addHandler(handler)
         try:
-            reply = guarded("fuzz", lambda: acts.run_text(inv, verb + text))
+            reply = guarded("fuzz", lambda: run_text(acts, inv, verb + text))
             assert reply.text and "OTHERSCOPE" not in reply.text and "DMSECRET" not in reply.text
             if reply.attachment is not None:  # export: only Alice's own data
                 assert "OTHERSCOPE" not in reply.attachment.decode() and "DMSECRET" not in reply.attachment.decode()
@@ -397,7 +398,7 @@ def test_answer_path_never_leaks_other_scopes_or_secrets(two_workspaces, caplog)
     for c in ANSWER_LINES + WRITER_LINES:
         question = c["text"].removeprefix("@chorus ").strip()
         for bot in bots:
-            for reply in (bot.ask(KEY, question), Actions(bot).run_text(Invoker(KEY, "u9", "Mallory"), question),
+            for reply in (bot.ask(KEY, question), run_text(Actions(bot), Invoker(KEY, "u9", "Mallory"), question),
                           bot.whosaid(KEY, question), bot.timeline(KEY, question)):
                 assert not any(f in reply.text for f in FOREIGN), (question, reply.text)
                 assert not any(s in reply.text for s in SECRETS.values()), (question, reply.text)
@@ -418,7 +419,7 @@ def test_questions_with_nul_and_lone_surrogates_get_answers_with_the_real_embedd
         acts = Actions(bot)
         for question in ("launch code \ud83d?", "launch\x00 code", "\udfff", "launch code \ud83d\ude00"):
             for verb in ("ask ", "whosaid ", "timeline ", "profile "):
-                reply = guarded("q", lambda: acts.run_text(Invoker(KEY, "u1", "Alice"), verb + question))
+                reply = guarded("q", lambda: run_text(acts, Invoker(KEY, "u1", "Alice"), verb + question))
                 assert not reply.text.startswith("Sorry"), (verb, question, reply.text)
     finally:
         bot.close()

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bot.actions import Actions, Invoker
 from bot.app import Bot
+from bot.command_table import run_text
 from bot.config import Settings
 from memory import privacy
 from memory.llm.fake import ScriptedLLM
@@ -286,7 +287,7 @@ def test_fixed_links_are_only_what_the_config_says(tmp_path):
 
 
 def test_commands_through_actions_stay_in_their_scope(fixed_world):
-    """The adapters' entry point (Actions.run_text) over every command that reads memory."""
+    """The adapters' entry point (command_table.run_text) over every command that reads memory."""
     w = fixed_world
     acts = Actions(w.bot)
     for s in range(len(SCOPES)):
@@ -294,9 +295,9 @@ def test_commands_through_actions_stay_in_their_scope(fixed_world):
         inv = Invoker(ScopeKey(platform, ws, ch), "u2", "Bob", is_dm=dm)
         for text in ("ask what is the password?", "whosaid the launch code", "profile Alice", "timeline launch code",
                      "status", "what did everyone say?"):
-            reply = acts.run_text(inv, text)
+            reply = run_text(acts, inv, text)
             assert nonces(reply.text) <= {s}, (s, text, reply.text)
             assert all((c.platform, c.workspace, c.channel) == (platform, ws, ch) for c in reply.citations)
-        exported = acts.run_text(inv, "export")
+        exported = run_text(acts, inv, "export")
         assert exported.ephemeral and exported.attachment is not None
         assert nonces(exported.attachment.decode()) <= export_allowed(platform, ws)

@@ -22,19 +22,10 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("bot", "adapters", "memory", "benchmarks")
 ENGINE = "memory"
 ABOVE_ENGINE = ("bot", "adapters", "benchmarks", "discord", "slack_sdk", "slack_bolt", "aiohttp")
-
-# The circle bot/cli.py <-> bot/commands.py <-> bot/platform_cli.py (bot/doctor.py registers its
-# command through the same ``bot.cli.command`` decorator, so it is in the same circle), which the
-# command-table work (helper H2, issue 15 part 2) removes. It is the only exception, and it is
-# strict: once it is gone the xfail below passes and fails the run until this entry is deleted.
-KNOWN_CYCLE = frozenset({"bot.cli", "bot.commands", "bot.doctor", "bot.platform_cli"})
-
 
 @dataclass(frozen=True)
 class Import:
@@ -180,15 +171,7 @@ def test_engine_imports_nothing_above_it():
 
 def test_no_import_cycles():
     graph = import_graph(ROOT, PACKAGES)
-    found = [c for c in cycles(graph) if not set(c) <= KNOWN_CYCLE]
-    assert not found, _report(found, graph, ROOT)
-
-
-@pytest.mark.xfail(strict=True, reason="bot.cli <-> bot.commands/doctor/platform_cli: removed by the "
-                                       "command-table work (helper H2, issue 15 part 2)")
-def test_known_cli_cycle_is_gone():
-    graph = import_graph(ROOT, PACKAGES)
-    found = [c for c in cycles(graph) if set(c) & KNOWN_CYCLE]
+    found = cycles(graph)
     assert not found, _report(found, graph, ROOT)
 
 

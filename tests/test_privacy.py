@@ -228,14 +228,10 @@ def test_forget_me_confirmation_code_is_per_user_and_single_use(world):
 
 
 def test_cli_forget_and_export(world, tmp_path, capsys):
-    import argparse
-
-    from bot import platform_cli
-    from bot.cli import COMMANDS
+    from bot.cli import COMMANDS, build_parser
 
     store, bot, acts, path = world
-    parser = argparse.ArgumentParser()
-    platform_cli.add_parsers(parser.add_subparsers(dest="command"))
+    parser = build_parser()
     settings = Settings.model_validate({"store": {"path": str(path)}})
     out = tmp_path / "alice.json"
     base = ["--platform", "slack", "--workspace", TEAM, "--user", ALICE]

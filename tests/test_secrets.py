@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from bot.actions import REFUSE_ADMIN, Actions, Invoker
 from bot.app import Bot
+from bot.command_table import run_text
 from bot.config import Settings, load_settings
 from bot.platform_cli import RedactSecrets
 from memory import privacy
@@ -141,19 +142,19 @@ ADMIN_ONLY = ["pause", "PAUSE", "resume", "channel out", "channel off", "channel
 def test_admin_commands_refuse_non_admins_and_change_nothing(acts, command):
     store = acts.store
     before = (privacy.is_paused(store, "slack", "T1"), privacy.is_channel_opted_in(store, KEY))
-    reply = acts.run_text(Invoker(KEY, "u1", "alice", is_admin=False), command)
+    reply = run_text(acts, Invoker(KEY, "u1", "alice", is_admin=False), command)
     assert reply.text == REFUSE_ADMIN and reply.ephemeral
     assert (privacy.is_paused(store, "slack", "T1"), privacy.is_channel_opted_in(store, KEY)) == before
     dm = Invoker(ScopeKey("slack", "T1", "D2"), "u2", "bob", is_admin=False, is_dm=True)
-    assert acts.run_text(dm, command).text == REFUSE_ADMIN
+    assert run_text(acts, dm, command).text == REFUSE_ADMIN
 
 
 def test_admins_can_and_the_effect_is_real(acts):
     admin = Invoker(KEY, "u9", "boss", is_admin=True)
-    assert "Paused" in acts.run_text(admin, "pause").text
+    assert "Paused" in run_text(acts, admin, "pause").text
     assert not acts.remember(Message("slack", "T1", "C1", "50", "u1", "u1", "while paused", T0 + 50))
-    assert "Resumed" in acts.run_text(admin, "resume").text
-    assert "opted out" in acts.run_text(admin, "channel out").text
+    assert "Resumed" in run_text(acts, admin, "resume").text
+    assert "opted out" in run_text(acts, admin, "channel out").text
     assert not acts.remember(Message("slack", "T1", "C1", "51", "u1", "u1", "opted out", T0 + 51))
 
 

@@ -1,0 +1,133 @@
+"""``chorus eval KIND``: evaluation on real conversation data, one handler per kind.
+
+The evaluators live in ``memory.eval``; these read the arguments, load the models the
+settings name, and write each report as JSON and Markdown (and a plot where there is one).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from memory.errors import ChorusError
+from memory.eval.plots import write_report_plot
+from memory.store import Store
+
+from .app import load_embedder_from, load_llm_from, persona_of, writer_config
+from .config import Settings
+
+
+def eval_retrieval(args: argparse.Namespace, settings: Settings) -> int:
+    """Evidence recall@k of retrieval systems side by side (``--lodo``: tune constants leave-one-dataset-out)."""
+    if args.lodo:
+        from memory.eval.lodo import run_lodo
+
+        return run_lodo(args, lambda: load_embedder_from(settings))
+    if not args.dataset:
+        raise ChorusError("eval retrieval needs --dataset (or --lodo for all three)")
+    from memory.eval.report import write_json
+    from memory.eval.retrieval import FULL_SYSTEMS, TRACK1_SYSTEMS, evaluate_retrieval
+
+    known = {**TRACK1_SYSTEMS, **FULL_SYSTEMS}
+    wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in known]
+    if unknown:
+        raise ChorusError(f"unknown systems {unknown}; choose from {', '.join(known)}")
+    report = evaluate_retrieval(args.dataset, data=args.data, embedder=load_embedder_from(settings),
+                                limit_conversations=args.limit, systems={s: known[s] for s in wanted},
+                                store_dir=args.stores)
+    md = report.to_markdown()
+    out = Path(args.out)
+    write_json(out / f"retrieval-{args.dataset}.json", report.to_json())
+    (out / f"retrieval-{args.dataset}.md").write_text(md + "\n", "utf-8")
+    print(md)
+    print(f"\nwritten to {out}/retrieval-{args.dataset}.json and .md ({report.seconds:.0f} s)")
+    print(write_report_plot("retrieval", out / f"retrieval-{args.dataset}.png", report.to_json()))
+    return 0
+
+
+def eval_writer(args: argparse.Namespace, settings: Settings) -> int:
+    """Write real conversations end to end and measure the writer, or score a store against a reference."""
+    from memory.eval.writer import evaluate_writer
+    from memory.eval.writer_reference import score_stores, stores_in
+
+    if args.store:
+        if not args.reference or not Path(args.store).exists():
+            raise ChorusError("--store needs an existing store (or folder of stores) and --reference")
+        ref = score_stores(stores_in(args.store), args.reference, label=args.store)
+        return _emit(args, f"writer-reference-{Path(args.store).stem}", ref.to_json(), ref.to_markdown())
+    if not args.dataset:
+        raise ChorusError("eval writer needs --dataset (or --store with --reference)")
+    report = evaluate_writer(args.dataset, data=args.data, embedder=load_embedder_from(settings),
+                             llm=load_llm_from(settings),
+                             config=writer_config(settings), persona=persona_of(settings),
+                             limit_conversations=args.limit, store_dir=args.stores, reference=args.reference)
+    return _emit(args, f"writer-{args.dataset}", report.to_json(), report.to_markdown())
+
+
+def eval_answer(args: argparse.Namespace, settings: Settings) -> int:
+    """Replies as users read them (``--lodo``: choose the reply constants leave-one-dataset-out)."""
+    if args.lodo:
+        from memory.eval.reply_lodo import run_reply_lodo
+
+        own = args.own if args.own and Path(args.own).exists() else None
+        data, md = run_reply_lodo(load_embedder_from(settings), own=own)
+        return _emit(args, "answer-lodo", data, md)
+    if not args.dataset:
+        raise ChorusError("eval answer needs --dataset (or --lodo for all three)")
+    from memory.eval.answer import POLICIES, evaluate_replies
+    from memory.query.answer import PersonaVoice
+
+    policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown or not policies:
+        raise ChorusError(f"unknown policy {unknown}: choose from {', '.join(POLICIES)}")
+    p = settings.persona
+    llm = load_llm_from(settings) if "model" in policies and args.model_questions > 0 else None
+    report = evaluate_replies(args.dataset, data=args.data, embedder=load_embedder_from(settings), llm=llm,
+                              persona=PersonaVoice(p.name, p.description, p.voice, p.cares_about),
+                              policies=policies, limit_conversations=args.limit, max_questions=args.questions,
+                              model_questions=args.model_questions, store_dir=args.stores,
+                              decline_below=settings.answer.decline_below)
+    name = f"answer-{args.dataset}" + (f"-{Path(args.data).stem}" if args.data else "")
+    return _emit(args, name, report.to_json(), report.to_markdown(), plot="answer")
+
+
+def eval_speaker_levenshtein(args: argparse.Namespace, settings: Settings) -> int:
+    """Compare the records of two stores (writer A vs B) by SpeakerLevenshtein."""
+    from memory.speaker_levenshtein import MemRecord, speaker_levenshtein
+
+    def load(path: str) -> list[MemRecord]:
+        store = Store(path)
+        try:
+            with store.read() as conn:
+                rows = conn.execute("SELECT r.owner, r.content, r.layer, r.utype, r.source, r.session, r.ts "
+                                    "FROM records r WHERE r.status = 'active' AND r.superseded_by IS NULL "
+                                    "AND r.layer != 'persona_insight'").fetchall()
+                names = dict(conn.execute("SELECT person_id, display_name FROM people").fetchall())
+        finally:
+            store.close()
+        return [MemRecord(names.get(r[0], r[0]), r[1], r[2], r[3], names.get(r[4], r[4]), r[5], r[6])
+                for r in rows]
+
+    for path in (args.pred, args.ref):
+        if not Path(path).exists():
+            raise ChorusError(f"store {path} does not exist")
+    res = speaker_levenshtein(load(args.pred), load(args.ref))
+    print(f"SpeakerLevenshtein = {res.score:.4f} (pred {res.n_pred} records, ref {res.n_ref}, "
+          f"matched {res.n_matched}; worst owner: {res.worst_owner})")
+    for owner, score in sorted(res.per_owner.items(), key=lambda kv: kv[1]):
+        print(f"  {owner}: {score:.4f}")
+    return 0
+
+
+def _emit(args: argparse.Namespace, name: str, data: dict, md: str, plot: str | None = None) -> int:
+    from memory.eval.report import write_json
+
+    out = Path(args.out)
+    write_json(out / f"{name}.json", data)
+    (out / f"{name}.md").write_text(md + "\n", "utf-8")
+    print(md)
+    print(f"\nwritten to {out}/{name}.json and .md")
+    if plot:
+        print(write_report_plot(plot, out / f"{name}.png", data))
+    return 0
