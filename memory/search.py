@@ -84,7 +84,9 @@ class Searcher:
         self.params = params or HYBRID
         self.vectors = vectors or VectorIndex(store)
         self._query_vectors: dict[str, object] = {}
-        self._qv_lock = threading.Lock()
+        self._qv_lock = threading.Lock()  # guards the question-vector and term-frequency caches
+        self._df: dict[str, int] = {}
+        self._df_at = 0
         self._local = threading.local()  # `degraded` is per thread: questions are answered concurrently
 
     @property
@@ -145,14 +147,33 @@ class Searcher:
         stems = {w: ftsquery.stem(w) for w in words}
         with self.store.read() as conn:
             n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]  # ~ messages indexed
-            unique = sorted(set(stems.values()))
-            df = dict(conn.execute(
-                f"SELECT term, doc FROM messages_fts_vocab WHERE term IN ({','.join('?' * len(unique))})",
-                unique).fetchall())
-        if n < 5000:
-            return None
+            if n < 5000:
+                return None
+            df = self._document_frequencies(conn, n, sorted(set(stems.values())))
         keep = [w for w in words if df.get(stems[w], 0) <= n * max_df]
         return keep if keep else None
+
+    def _document_frequencies(self, conn, n: int, stems: list[str]) -> dict[str, int]:
+        """How many messages hold each stem, remembered until the store grows by 5%.
+
+        fts5vocab counts a term's documents by walking its whole posting list, a few ms per question
+        at 100k messages; pruning only needs the share roughly, so a slightly old count will do.
+        """
+        with self._qv_lock:
+            if n > self._df_at * 1.05 or n < self._df_at:
+                self._df.clear()
+                self._df_at = n
+            missing = [t for t in stems if t not in self._df]
+        if missing:
+            found = dict(conn.execute(
+                f"SELECT term, doc FROM messages_fts_vocab WHERE term IN ({','.join('?' * len(missing))})",
+                missing).fetchall())
+            with self._qv_lock:
+                if len(self._df) > 50_000:
+                    self._df.clear()
+                self._df.update({t: int(found.get(t, 0)) for t in missing})
+        with self._qv_lock:
+            return {t: self._df.get(t, 0) for t in stems}
 
     def bm25(self, scope_ids: list[int], text: str, limit: int = RECALL_POOL,
              max_df: float = BM25_MAX_DF, *, author_weight: float = 0.3) -> list[tuple[int, float]]:
