@@ -27,6 +27,7 @@ PACKAGES = ("bot", "adapters", "memory", "benchmarks")
 ENGINE = "memory"
 ABOVE_ENGINE = ("bot", "adapters", "benchmarks", "discord", "slack_sdk", "slack_bolt", "aiohttp")
 
+
 @dataclass(frozen=True)
 class Import:
     """One imported module name and where the import statement is."""
