@@ -40,6 +40,19 @@ def test_projection_rules(question, rows, tense):
     assert p.rows == rows and p.tense == tense, p.reasons
 
 
+@pytest.mark.parametrize("question, attribution", [
+    ("Someone said the rooftop bar is too loud. Who said it?", True),
+    ("Who suggested the library cafe?", True),
+    ("Both Maya and Priya turned the trip down. Who gave money as the reason?", True),
+    ("Both Maya and Priya like hiking. Whose reason was the view?", True),
+    ("Who is bringing snacks?", False),  # a person is asked for, but not for something they said
+    ("What did Maya say about pizza?", False),
+])
+def test_who_said_questions_put_verbatim_messages_first(question, attribution):
+    """Person rows would crowd the verbatim message out of a small budget (docs/writer.md)."""
+    assert project(question, ROSTER, asked_at=WED).attribution == attribution
+
+
 def test_projection_issue_drops_names_and_question_words():
     p = project("What does Maya think about the dinner venue?", ROSTER, asked_at=WED)
     assert p.issue == "dinner venue"

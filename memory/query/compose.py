@@ -94,6 +94,9 @@ class EvidencePack:
                group_rows: bool = True) -> list[StoredMessage]:
         """The evidence messages best first (see `message_ids`): what a reply quotes."""
         provenance: list[StoredMessage] = []
+        # A "who said it" question is answered by the verbatim message: each named person's records
+        # would push it out of a small budget (docs/writer.md), so person rows add no provenance then.
+        person_rows = person_rows and not self.projection.attribution
         if track2:
             rows = [r for r in self.rows
                     if not ((r.key == GROUP and not group_rows) or (r.key != GROUP and not person_rows))]

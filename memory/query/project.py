@@ -29,6 +29,12 @@ _STANCE_EACH = re.compile(r"\b(each|every(one|body)?)\b.*\b(think|thinks|feel|fe
 _FULL_WORDS = re.compile(r"\b(used to|originally|at first|initially|chang(e|ed|es|ing)|before|previously|earlier|"
                          r"at the time|back (in|then|when)|no longer|any ?more|anymore|evolv(e|ed)|over time|"
                          r"history|first time|switch(ed)?|instead|still|when did|how long)\b", re.I)
+# "Who said / suggested / gave X as the reason?": the answer is a verbatim message, and its author.
+_ATTRIBUTION = re.compile(r"\b(who|which of (them|the two|us|you|these))\b.{0,40}?\b(said|says|say|mentioned|"
+                          r"suggested|proposed|asked|wrote|gave|claimed|brought up|pointed out|complained|"
+                          r"admitted|offered|came up with|told|insisted|argued|joked|called|pushed back|objected|voiced|raised|"
+                          r"cited|expressed)\b", re.I)
+_WHO_OF = re.compile(r"(^|[.?!]\s+)(who|whose)\b", re.I)  # a sentence that asks which person
 _MENTION = re.compile(r"<@!?([A-Za-z0-9_.-]+)>|@([\w.-]+)")
 _QUESTION_WORDS = {"what", "who", "whom", "whose", "when", "where", "why", "how", "which", "did", "does", "do",
                    "is", "are", "was", "were", "say", "said", "tell", "think", "thinks"}
@@ -42,6 +48,7 @@ class Projection:
     people: list[str] = field(default_factory=list)  # person ids named in the question
     dates: list[DateRef] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    attribution: bool = False  # "who said X?": person rows must not crowd out the verbatim message
 
 
 def _name_pattern(name: str) -> re.Pattern | None:
@@ -96,4 +103,8 @@ def project(question: str, roster: Sequence[Person], *, asked_at: float | None =
     drop = {t for n in names_found for t in terms(n, keep_stopwords=True)} | _QUESTION_WORDS
     issue_terms = [t for t in terms(question) if t not in drop]
     issue = " ".join(issue_terms) or question.strip()
-    return Projection(rows, issue, tense, named, dates, reasons)
+    # Also "Both A and B ... Who ...?": telling two named people apart by what each of them said.
+    attribution = bool(_ATTRIBUTION.search(question) or len(named) >= 2 and _WHO_OF.search(question))
+    if attribution:
+        reasons.append("who said it -> verbatim messages first")
+    return Projection(rows, issue, tense, named, dates, reasons, attribution)
