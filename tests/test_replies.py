@@ -266,19 +266,19 @@ def test_demo_questions_with_the_shipped_model(tmp_path, embedder):
 
 
 def test_lodo_picks_the_strictest_decline_under_the_false_decline_cap():
-    from memory.eval.reply_lodo import MARGINS, QuestionFeatures, choose
+    from memory.eval.reply_lodo import VARIANTS, QuestionFeatures, choose
 
     def feats(strength: float, adv: bool = False, h1: bool = True) -> QuestionFeatures:
         f = QuestionFeatures("x", adv, True)
-        f.by_margin = {m: {"h1": h1 and m == 0.15, "h3": True, "recall": 1.0, "strength": strength,
-                           "kind": "evidence"} for m in MARGINS}
+        f.by_margin = {v: {"h1": h1 and v == (0.15, 0.3), "h3": True, "recall": 1.0, "strength": strength,
+                           "kind": "evidence"} for v in VARIANTS}
         return f
 
     # 5% of answerable questions sit at 0.12, the rest at 0.6; unanswerable ones at 0.2.
     a = [feats(0.12)] * 1 + [feats(0.6)] * 19 + [feats(0.2, adv=True)] * 5
     b = [feats(0.6)] * 20
     margin, t = choose({"a": a, "b": b})
-    assert margin == 0.15  # the ordering with the better cite-hit@1
+    assert margin == (0.15, 0.3)  # the ordering with the better cite-hit@1
     assert t == 0.5  # every unanswerable one declined, false declines 5%: the strictest such threshold
     a = [feats(0.12)] * 3 + [feats(0.6)] * 17 + [feats(0.2, adv=True)] * 5  # now 15% sit at 0.12
     assert choose({"a": a, "b": b})[1] == 0.1  # the cap forces a threshold under them

@@ -3,8 +3,8 @@
 One pass per dataset composes each question's evidence once and builds the reply under
 every ordering variant with declines switched off, keeping per question the cite hits,
 the answer recall and the evidence strength. The constants are then chosen offline:
-the ordering (promotion margin) by mean cite-hit@1 + cite-hit@3 over the tuning
-datasets, and the decline threshold as the strictest one that keeps false declines at
+the ordering (promotion margin, and the relevance above which a reply shows only on-topic
+messages) by mean cite-hit@1 + cite-hit@3 over the tuning datasets, and the decline threshold as the strictest one that keeps false declines at
 or under ``FD_CAP`` on every tuning dataset (most declines on unanswerable questions
 first, where the tuning data has any). Each of LoCoMo, SocialMemBench and FriendsQA is
 held out in turn; the row "all three" is what the shipped defaults use.
@@ -28,6 +28,8 @@ from .stores import conversation_stores
 
 DEV = ("locomo", "socialmem", "friendsqa")
 MARGINS = (0.3, 0.15, 0.1, 0.05)
+CONFIDENTS = (0.0, 0.3, 0.5, 0.7)  # 0.0: never show a hit that shares nothing with the question
+VARIANTS = tuple((m, c) for m in MARGINS for c in CONFIDENTS)
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.34, 0.4, 0.5)
 FD_CAP = 0.10
 
@@ -37,7 +39,7 @@ class QuestionFeatures:
     dataset: str
     unanswerable: bool
     has_evidence: bool
-    by_margin: dict[float, dict] = field(default_factory=dict)  # margin -> h1, h3, recall, strength, kind
+    by_margin: dict[tuple, dict] = field(default_factory=dict)  # (margin, confident) -> h1, h3, recall, ...
 
 
 def collect(dataset: str, data: str | Path | None, embedder: Embedder, *, label: str | None = None,
@@ -53,11 +55,11 @@ def collect(dataset: str, data: str | Path | None, embedder: Embedder, *, label:
             pack, _, _ = answerer.prepare(cs.scope_ids, q.question, asked_at=cs.asked_at)
             feats = QuestionFeatures(label or dataset, q.adversarial, bool(q.evidence))
             gold = set(q.evidence)
-            for margin in MARGINS:
-                answerer.builder = ReplyBuilder(decline_below=-1.0, promote_margin=margin)
+            for margin, confident in VARIANTS:
+                answerer.builder = ReplyBuilder(decline_below=-1.0, promote_margin=margin, confident=confident)
                 draft = answerer.draft(cs.scope_ids, q.question, pack)
                 cited = [x.message.msg_id for x in draft.quoted]
-                feats.by_margin[margin] = {
+                feats.by_margin[(margin, confident)] = {
                     "h1": bool(gold & set(cited[:1])), "h3": bool(gold & set(cited[:3])),
                     "recall": None if q.adversarial else answer_recall(draft.text(), q.answer or ""),
                     "strength": draft.strength, "kind": draft.kind}
@@ -67,19 +69,19 @@ def collect(dataset: str, data: str | Path | None, embedder: Embedder, *, label:
 
 
 def _declines(f: dict, threshold: float) -> bool:
-    if f["kind"] in ("no-topic", "unknown-person"):
+    if f["kind"] in ("no-topic", "unknown-person", "missing"):  # declines no threshold decides
         return True
     return f["kind"] not in ("each", "absent") and f["strength"] < threshold
 
 
-def _order_score(rows: list[QuestionFeatures], margin: float) -> float:
+def _order_score(rows: list[QuestionFeatures], margin: tuple) -> float:
     with_ev = [r for r in rows if r.has_evidence and not r.unanswerable]
     return sum(r.by_margin[margin]["h1"] + r.by_margin[margin]["h3"] for r in with_ev) / max(1, len(with_ev))
 
 
-def choose(tuning: dict[str, list[QuestionFeatures]]) -> tuple[float, float]:
-    """(margin, decline threshold) chosen on the tuning datasets."""
-    margin = max(MARGINS, key=lambda m: sum(_order_score(rows, m) for rows in tuning.values()) / len(tuning))
+def choose(tuning: dict[str, list[QuestionFeatures]]) -> tuple[tuple, float]:
+    """((margin, confident), decline threshold) chosen on the tuning datasets."""
+    margin = max(VARIANTS, key=lambda m: sum(_order_score(rows, m) for rows in tuning.values()) / len(tuning))
     best: tuple | None = None
     for t in THRESHOLDS:
         fds = [false_decline_rate(rows, margin, t) for rows in tuning.values()]
@@ -93,12 +95,12 @@ def choose(tuning: dict[str, list[QuestionFeatures]]) -> tuple[float, float]:
     return margin, (best[1] if best else min(THRESHOLDS))
 
 
-def false_decline_rate(rows: list[QuestionFeatures], margin: float, t: float) -> float:
+def false_decline_rate(rows: list[QuestionFeatures], margin: tuple, t: float) -> float:
     answerable = [r for r in rows if not r.unanswerable]
     return sum(_declines(r.by_margin[margin], t) for r in answerable) / max(1, len(answerable))
 
 
-def scores(rows: list[QuestionFeatures], margin: float, t: float) -> dict[str, float | None]:
+def scores(rows: list[QuestionFeatures], margin: tuple, t: float) -> dict[str, float | None]:
     """Held-out figures of the chosen constants on one dataset."""
     answerable = [r for r in rows if not r.unanswerable]
     negatives = [r for r in rows if r.unanswerable]
@@ -123,10 +125,10 @@ def lodo_table(features: dict[str, list[QuestionFeatures]], extra: dict[str, lis
         margin, t = choose(tuning)
         for target in targets:
             s = scores(everything[target], margin, t)
-            data[f"{held}->{target}"] = {"margin": margin, "decline_below": t, **s}
-            rows.append([held, target, f"{margin:g}", f"{t:g}",
+            data[f"{held}->{target}"] = {"margin": margin[0], "confident": margin[1], "decline_below": t, **s}
+            rows.append([held, target, f"{margin[0]:g}", f"{margin[1]:g}", f"{t:g}",
                          *(("-" if v is None else f"{100 * v:.1f}") for v in s.values())])
-    headers = ["held out", "scored on", "promote margin", "decline below", "false declines",
+    headers = ["held out", "scored on", "promote margin", "confident at", "decline below", "false declines",
                "declined (unanswerable)", "cite-hit@1", "cite-hit@3", "answer recall"]
     return data, "### Reply constants, leave-one-dataset-out\n\n" + markdown_table(headers, rows)
 

@@ -60,7 +60,7 @@ class ReplyDraft:
     lead: str
     quoted: list[Quoted]
     declined: bool
-    kind: str  # evidence, each, absent, change, decline, empty, unknown-person
+    kind: str  # evidence, each, absent, change, decline, missing (asked-for fact absent), empty, unknown-person
     strength: float = 0.0
     extra_lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -155,7 +155,8 @@ FOLLOW_UP_SHARE = 0.8
 SHORT_REPLY_CHARS = 40
 _UPDATE_MSG = re.compile(r"\b(final(ly)?|update[ds]?|moved?|changed?|change of plan|instead|switch(ed)?|"
                          r"postponed?|rescheduled?|no longer|now|actually|it is|it's official)\b", re.I)
-# At this relevance a reply is confident enough to leave out hits that share nothing with the question.
+# At this relevance a reply is confident enough to leave out hits that share nothing with the question
+# (chosen with the promotion margin, leave-one-dataset-out: docs/replies.md).
 CONFIDENT = 0.5
 # Search order holds unless a candidate's relevance beats those above it by this much (docs/replies.md).
 PROMOTE_MARGIN = 0.05
@@ -165,10 +166,11 @@ class ReplyBuilder:
     """Turns an evidence pack into an evidence-first reply (no model involved)."""
 
     def __init__(self, *, decline_below: float = 0.05, max_quotes: int = 3,
-                 promote_margin: float = PROMOTE_MARGIN) -> None:
+                 promote_margin: float = PROMOTE_MARGIN, confident: float = CONFIDENT) -> None:
         self.decline_below = decline_below
         self.max_quotes = max_quotes
         self.promote_margin = promote_margin
+        self.confident = confident
 
     def relevance(self, question: str, stems: Sequence[str], weights: dict[str, float], m: StoredMessage,
                   sims: dict[int, float]) -> float:
@@ -234,7 +236,7 @@ class ReplyBuilder:
         if missing is not None:
             quoted = self._quote(relevant[: self.max_quotes], stems)
             return ReplyDraft(f"{DECLINE} What it says on this gives no {missing}. The closest I found:", quoted,
-                              True, "decline", strength)
+                              True, "missing", strength)
         if _CHANGE.search(question) and len(relevant) > 1:
             shown = sorted(relevant[: self.max_quotes], key=lambda m: (m.ts, m.id))
             if len(shown) > 1:
@@ -245,7 +247,7 @@ class ReplyBuilder:
         # Lead with what matches best. A hit that shares nothing with the question stays out of a confident
         # reply; when the best match is weak, search's own top hits stay in view as context.
         shown = [m for m, c in scored[: self.max_quotes]
-                 if c > 0 or strength < CONFIDENT and m.id in search_top] or [scored[0][0]]
+                 if c > 0 or strength < self.confident and m.id in search_top] or [scored[0][0]]
         update = self._later_update(question, stems, scored, shown[0])
         if update is not None:  # the current state: a later message that changed what the best one says
             shown = [update, shown[0]] + [m for m in shown[1:] if m.id != update.id][: self.max_quotes - 2]
