@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import Unpack
 
 from memory.embeddings.base import Embedder
 from memory.errors import ChorusError, EmbeddingError, ModelError
-from memory.llm.base import LLM, Completion
+from memory.llm.base import LLM, Completion, Options
 from memory.models import Message, ScopeKey, clean_text
 from memory.query.answer import Answerer, PersonaVoice
 from memory.query.compose import Budgets
@@ -88,8 +89,7 @@ class NoModel(LLM):
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
-    def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0, json_schema: dict | None = None,
-                 stop: list[str] | None = None, priority: str = "background") -> Completion:
+    def complete(self, prompt: str, *, max_tokens: int, **options: Unpack[Options]) -> Completion:
         raise ModelError(self.reason)
 
     def count_tokens(self, text: str) -> int:

@@ -8,7 +8,7 @@ whatever runs underneath.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, Sequence, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, Sequence, TypedDict, Unpack, runtime_checkable
 
 if TYPE_CHECKING:
     from .capabilities import Capabilities
@@ -55,6 +55,29 @@ class Completion:
         return self.finish_reason == "length"
 
 
+class Options(TypedDict, total=False):
+    """The optional settings of one generation call; ``Request`` holds their defaults."""
+
+    temperature: float
+    json_schema: dict | None
+    stop: list[str] | None
+    priority: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call's generation settings, defaults filled and priority checked, as every backend receives them."""
+
+    max_tokens: int
+    temperature: float = 0.0
+    json_schema: dict | None = None
+    stop: list[str] | None = None
+    priority: str = BACKGROUND
+
+    def __post_init__(self) -> None:
+        check_priority(self.priority)
+
+
 @runtime_checkable
 class LLM(Protocol):
     """A text-completion model (raw prompt in, text out; no chat template)."""
@@ -62,16 +85,7 @@ class LLM(Protocol):
     name: str
     n_ctx: int
 
-    def complete(
-        self,
-        prompt: str,
-        *,
-        max_tokens: int,
-        temperature: float = 0.0,
-        json_schema: dict | None = None,
-        stop: list[str] | None = None,
-        priority: str = "background",
-    ) -> Completion:
+    def complete(self, prompt: str, *, max_tokens: int, **options: Unpack[Options]) -> Completion:
         """Continue ``prompt``.
 
         With ``json_schema`` the output is constrained to that schema and the
@@ -103,20 +117,37 @@ class ChatLLM(LLM, Protocol):
     parses as JSON (and matches the schema) or a ``ModelOutputError`` is raised.
     """
 
-    def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float = 0.0,
-        json_schema: dict | None = None,
-        stop: list[str] | None = None,
-        priority: str = "background",
-    ) -> Completion:
+    def chat(self, messages: Sequence[ChatMessage], *, max_tokens: int, **options: Unpack[Options]) -> Completion:
         ...
 
     def capabilities(self) -> "Capabilities":
         ...
+
+
+class Backend:
+    """The front every shipped backend shares, so the call contract is written once.
+
+    ``complete`` and ``chat`` check their arguments here and hand one ``Request`` to the
+    backend's ``_complete`` / ``_chat``; a subclass implements those and ``count_tokens``.
+    """
+
+    name: str
+    n_ctx: int
+
+    def complete(self, prompt: str, *, max_tokens: int, **options: Unpack[Options]) -> Completion:
+        """Continue ``prompt``; with ``json_schema`` the text is valid JSON or this raises ``ModelOutputError``."""
+        return self._complete(prompt, Request(max_tokens, **options))
+
+    def chat(self, messages: Sequence[ChatMessage], *, max_tokens: int, **options: Unpack[Options]) -> Completion:
+        """Answer chat ``messages`` (checked first); same contract as ``complete``."""
+        turns = check_messages(messages)
+        return self._chat(turns, Request(max_tokens, **options))
+
+    def _complete(self, prompt: str, request: Request) -> Completion:
+        raise NotImplementedError
+
+    def _chat(self, turns: list[ChatMessage], request: Request) -> Completion:
+        raise NotImplementedError
 
 
 def check_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, Union
 
-from .base import ChatMessage, Completion, check_messages, check_priority
+from .base import Backend, ChatMessage, Completion, Request
 from .capabilities import Capabilities
 from .structured import parse_checked
 
@@ -41,7 +41,7 @@ class ScriptedCall:
 
 
 @dataclass
-class ScriptedLLM:
+class ScriptedLLM(Backend):
     """Returns the scripted responses in order and records every prompt.
 
     Each response is a string, a function of the prompt returning a string, or
@@ -83,39 +83,23 @@ class ScriptedLLM:
                             structured_completion="json_schema", tool_calls=False, n_ctx=self.n_ctx,
                             preferred=form)
 
-    def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float = 0.0,
-        json_schema: dict | None = None,
-        stop: list[str] | None = None,
-        priority: str = "background",
-    ) -> Completion:
+    def _chat(self, turns: list[ChatMessage], request: Request) -> Completion:
         if not self.chat_template:
             raise AssertionError("ScriptedLLM.chat called on a model scripted without a chat template")
-        turns = check_messages(messages)
         rendered = "\n".join(f"{m['role']}: {m['content']}" for m in turns) + "\nassistant:"
-        return self.complete(rendered, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema,
-                             stop=stop, priority=priority, _messages=turns)
+        return self._answer(rendered, request, turns)
 
-    def complete(
-        self,
-        prompt: str,
-        *,
-        max_tokens: int,
-        temperature: float = 0.0,
-        json_schema: dict | None = None,
-        stop: list[str] | None = None,
-        priority: str = "background",
-        _messages: list[ChatMessage] | None = None,
-    ) -> Completion:
-        check_priority(priority)
+    def _complete(self, prompt: str, request: Request) -> Completion:
+        return self._answer(prompt, request, None)
+
+    def _answer(self, prompt: str, request: Request, messages: list[ChatMessage] | None) -> Completion:
+        """The next scripted response to ``prompt``, cut by stop strings and ``max_tokens`` like a real model."""
+        max_tokens, json_schema, stop = request.max_tokens, request.json_schema, request.stop
         started = time.perf_counter()
         with self._lock:
             index = len(self.calls)
-            self.calls.append(ScriptedCall(prompt, max_tokens, temperature, json_schema, stop, priority, _messages))
+            self.calls.append(ScriptedCall(prompt, max_tokens, request.temperature, json_schema, stop,
+                                           request.priority, messages))
             if index >= len(self._script):
                 raise ScriptExhaustedError(
                     f"ScriptedLLM ran out of responses: call #{index + 1} but only "
@@ -145,6 +129,6 @@ class ScriptedLLM:
             total_seconds=elapsed,
             finish_reason=finish,
             model=self.name,
-            form="completion" if _messages is None else "chat",
+            form="completion" if messages is None else "chat",
             structured="json_schema" if json_schema is not None else "",
         )

@@ -25,11 +25,12 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from dataclasses import replace
+from typing import Any, Callable
 
 from .constrained import generate_constrained
 from ..errors import ModelError
-from .base import ChatMessage, Completion, check_messages, check_priority
+from .base import Backend, ChatMessage, Completion, Request
 from .capabilities import Capabilities, choose_form
 from .structured import parse_checked
 from .gate import ModelGate
@@ -57,7 +58,7 @@ def _common_prefix(a: Any, b: list[int]) -> int:
     return n
 
 
-class LlamaCppLLM:
+class LlamaCppLLM(Backend):
     """The default backend: one GGUF model, shared by all callers through a gate."""
 
     def __init__(
@@ -241,49 +242,26 @@ class LlamaCppLLM:
 
     # ------------------------------------------------------------- generation
 
-    def complete(
-        self,
-        prompt: str,
-        *,
-        max_tokens: int,
-        temperature: float = 0.0,
-        json_schema: dict | None = None,
-        stop: list[str] | None = None,
-        priority: str = "background",
-    ) -> Completion:
-        """Continue ``prompt``; with ``json_schema`` the text is valid JSON or this raises."""
-        return self._run(lambda llama: self._tokenize_prompt(llama, prompt), max_tokens=max_tokens,
-                         temperature=temperature, json_schema=json_schema, stop=stop, priority=priority,
-                         form="completion")
+    def _complete(self, prompt: str, request: Request) -> Completion:
+        return self._run(lambda llama: self._tokenize_prompt(llama, prompt), request, form="completion")
 
-    def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float = 0.0,
-        json_schema: dict | None = None,
-        stop: list[str] | None = None,
-        priority: str = "background",
-    ) -> Completion:
-        """Answer chat ``messages`` through the GGUF's own chat template.
+    def _chat(self, turns: list[ChatMessage], request: Request) -> Completion:
+        """Answer chat ``turns`` through the GGUF's own chat template.
 
         The template is rendered exactly as llama-cpp-python's ``create_chat_completion``
         renders it (same Jinja formatter, same BOS handling), then generation runs on
         the same path as ``complete`` so prefix reuse and the fast grammar decoder apply.
         """
-        turns = check_messages(messages)
         formatter = self._chat_formatter()
         try:
             rendered = formatter(messages=turns)
         except Exception as err:  # jinja raises its own errors (e.g. a template that rejects system turns)
             raise ModelError(f"{self.name}: its chat template failed on these messages: {err}") from None
         extra = rendered.stop if isinstance(rendered.stop, list) else [rendered.stop] if rendered.stop else []
-        stops = list(stop or []) + [s for s in extra if s]
+        stops = list(request.stop or []) + [s for s in extra if s]
         add_bos = not rendered.added_special
         return self._run(lambda llama: llama.tokenize(rendered.prompt.encode("utf-8"), add_bos=add_bos, special=True),
-                         max_tokens=max_tokens, temperature=temperature, json_schema=json_schema, stop=stops,
-                         priority=priority, form="chat")
+                         replace(request, stop=stops), form="chat")
 
     def chat_template(self) -> str | None:
         """The Jinja chat template stored in the GGUF, or None for a model without one."""
@@ -321,14 +299,13 @@ class LlamaCppLLM:
                             structured_completion="json_schema", tool_calls=False, n_ctx=self.n_ctx,
                             preferred=preferred)
 
-    def _run(self, tokenize: Callable[[Any], list[int]], *, max_tokens: int, temperature: float,
-             json_schema: dict | None, stop: list[str] | None, priority: str, form: str) -> Completion:
-        check_priority(priority)
+    def _run(self, tokenize: Callable[[Any], list[int]], request: Request, *, form: str) -> Completion:
+        max_tokens, json_schema, stop = request.max_tokens, request.json_schema, request.stop
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
         self.load()  # a slow first load should not hold the gate
         grammar = self._grammar(json_schema) if json_schema is not None else None
-        with self.gate.hold(priority):
+        with self.gate.hold(request.priority):
             llama = self._loaded()
             tokens = tokenize(llama)
             if len(tokens) >= self.n_ctx:
@@ -344,7 +321,8 @@ class LlamaCppLLM:
                     # JSON output: check the best few tokens against the grammar instead of filtering
                     # the whole vocabulary each step (see memory/llm/constrained.py).
                     decoded = generate_constrained(self._llama_cpp, llama, grammar, tokens, max_tokens,
-                                                   temperature=temperature, seed=self._seeds.getrandbits(32))
+                                                   temperature=request.temperature,
+                                                   seed=self._seeds.getrandbits(32))
                     result = {"choices": [{"text": llama.detokenize(decoded.tokens, prev_tokens=tokens).decode(
                         "utf-8", "replace"), "finish_reason": decoded.finish_reason}],
                               "usage": {"prompt_tokens": len(tokens), "completion_tokens": len(decoded.tokens)}}
@@ -353,7 +331,7 @@ class LlamaCppLLM:
                     result = llama.create_completion(
                         tokens,
                         max_tokens=max_tokens,
-                        temperature=temperature,
+                        temperature=request.temperature,
                         stop=list(stop) if stop else [],
                         seed=self._seeds.getrandbits(32),
                         stream=False,

@@ -23,10 +23,10 @@ import math
 import os
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from ..errors import ConfigError, ModelError, ModelTimeoutError, ModelUnavailableError
-from .base import ChatMessage, Completion, check_messages, check_priority
+from .base import Backend, ChatMessage, Completion, Request
 from .capabilities import STRUCTURED_MODES, Capabilities, choose_form
 from .gate import ModelGate
 from .structured import parse_checked
@@ -75,7 +75,7 @@ def structured_fields(mode: str, schema: dict, form: str) -> dict[str, Any] | No
     return {}
 
 
-class OpenAIChatLLM:
+class OpenAIChatLLM(Backend):
     """Chat and text completion over HTTP with the official ``openai`` client."""
 
     def __init__(
@@ -226,35 +226,27 @@ class OpenAIChatLLM:
 
     # ------------------------------------------------------------ generation
 
-    def complete(self, prompt: str, *, max_tokens: int, temperature: float = 0.0, json_schema: dict | None = None,
-                 stop: list[str] | None = None, priority: str = "background") -> Completion:
+    def _complete(self, prompt: str, request: Request) -> Completion:
         """Raw text completion on /v1/completions."""
-        body: dict[str, Any] = {"model": self._model_name(), "prompt": prompt, "max_tokens": max_tokens,
-                                "temperature": temperature}
-        if stop:
-            body["stop"] = list(stop)
-        return self._generate("completion", body, json_schema, max_tokens, priority, self.count_tokens(prompt))
+        return self._generate("completion", {"prompt": prompt}, request, self.count_tokens(prompt))
 
-    def chat(self, messages: Sequence[ChatMessage], *, max_tokens: int, temperature: float = 0.0,
-             json_schema: dict | None = None, stop: list[str] | None = None,
-             priority: str = "background") -> Completion:
+    def _chat(self, turns: list[ChatMessage], request: Request) -> Completion:
         """Chat on /v1/chat/completions; the server applies the model's chat template."""
-        turns = check_messages(messages)
-        body: dict[str, Any] = {"model": self._model_name(), "messages": turns, "max_tokens": max_tokens,
-                                "temperature": temperature}
-        if stop:
-            body["stop"] = list(stop)
         prompt_estimate = sum(self.count_tokens(m["content"]) + 4 for m in turns)
-        return self._generate("chat", body, json_schema, max_tokens, priority, prompt_estimate)
+        return self._generate("chat", {"messages": turns}, request, prompt_estimate)
 
     def _model_name(self) -> str:
         self.server_kind()  # fills in the served model's name when none is configured
         return self.model or "default"
 
-    def _generate(self, form: str, body: dict[str, Any], schema: dict | None, max_tokens: int, priority: str,
-                  prompt_estimate: int) -> Completion:
-        check_priority(priority)
-        with self.gate.hold(priority):
+    def _generate(self, form: str, prompt: dict[str, Any], request: Request, prompt_estimate: int) -> Completion:
+        """Send ``prompt`` (the prompt or the messages) with the request's settings; one Completion back."""
+        schema, max_tokens = request.json_schema, request.max_tokens
+        body: dict[str, Any] = {"model": self._model_name(), **prompt, "max_tokens": max_tokens,
+                                "temperature": request.temperature}
+        if request.stop:
+            body["stop"] = list(request.stop)
+        with self.gate.hold(request.priority):
             started = time.perf_counter()
             response, mode = self._request(form, body, schema)
             total = time.perf_counter() - started
