@@ -18,6 +18,7 @@ from typing import Awaitable, Callable, Iterable, Protocol
 from memory import privacy
 from memory.models import Message, ScopeKey
 from memory.store import Store
+from memory.tally import Tally
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class Cursor:
 
 
 @dataclass
-class BackfillResult:
+class BackfillResult(Tally):
     streams: int = 0
     pages: int = 0
     fetched: int = 0
@@ -63,11 +64,6 @@ class BackfillResult:
     duplicates: int = 0
     refused: int = 0
     errors: list[str] = field(default_factory=list)
-
-    def add(self, other: "BackfillResult") -> None:
-        for name in ("streams", "pages", "fetched", "imported", "duplicates", "refused"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.errors += other.errors
 
     def summary(self) -> str:
         return (f"{self.streams} stream(s), {self.pages} page(s), {self.fetched} fetched, {self.imported} imported, "

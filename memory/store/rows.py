@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from ..db import Connection, Row, named
 from ..models import ScopeKey, StoredMessage
+from ..tally import Tally
 
 MESSAGE_COLUMNS = (
     "m.id, m.scope_id, s.platform, s.workspace, s.channel, m.thread, m.msg_id, m.author_id, "
@@ -33,7 +34,7 @@ def select_messages(conn: Connection, tail: str, args: Sequence[Any] = ()) -> li
 
 
 @dataclass
-class IngestResult:
+class IngestResult(Tally):
     """What one ingest (or an embedding pass) did, summed over its batches."""
 
     inserted: int = 0
@@ -41,10 +42,6 @@ class IngestResult:
     skipped: int = 0
     embedded: int = 0
     reused_vectors: int = 0
-
-    def add(self, other: "IngestResult") -> None:
-        for name in ("inserted", "duplicates", "skipped", "embedded", "reused_vectors"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 PERSON_COLUMNS = "scope_id, person_id, display_name, aliases, n_messages, first_ts, last_ts, is_bot"
