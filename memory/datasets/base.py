@@ -79,21 +79,27 @@ def default_path(name: str) -> Path:
 
 # ---- helpers shared by the format modules ---------------------------------
 
-def read_json(path: Path) -> Any:
-    """Parse a JSON file, turning every failure into a DatasetError that names the file."""
+def read_text(path: Path, expected: str) -> str:
+    """A dataset file's UTF-8 text; every failure is a DatasetError naming the file and what was ``expected``."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DatasetError(f"file not found: {path}") from None
     except IsADirectoryError:
-        raise DatasetError(f"{path} is a folder; expected a JSON file") from None
+        raise DatasetError(f"{path} is a folder; expected {expected}") from None
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path} is not UTF-8 text: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except OSError as exc:
         raise DatasetError(f"cannot read {path}: {exc}") from None
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file, turning every failure into a DatasetError that names the file."""
+    text = read_text(Path(path), "a JSON file")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
 
 
 def require(obj: Any, key: str, where: str, kind: type | tuple[type, ...] | None = None) -> Any:

@@ -18,7 +18,7 @@ from typing import Iterable
 
 from ..errors import ChorusError, DatasetError
 from ..models import Message
-from .base import Conversation, dedupe, parse_iso
+from .base import Conversation, dedupe, parse_iso, read_text
 
 DEFAULT_CHANNEL = "import"
 DEFAULT_PLATFORM = "import"
@@ -32,16 +32,7 @@ _KNOWN = {"speaker", "text", "ts", "channel", "id", "speaker_id", "reply_to", "t
 def read_jsonl(path: str | Path) -> list[Message]:
     """Parse a transcript file into Messages in file order; raises DatasetError naming the bad line."""
     path = Path(path)
-    try:
-        raw_text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DatasetError(f"file not found: {path}") from None
-    except IsADirectoryError:
-        raise DatasetError(f"{path} is a folder; expected a .jsonl transcript file") from None
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path} is not UTF-8 text: {exc}") from None
-    except OSError as exc:
-        raise DatasetError(f"cannot read {path}: {exc}") from None
+    raw_text = read_text(path, "a .jsonl transcript file")
 
     rows: list[tuple[int, dict, float | None]] = []
     for lineno, line in enumerate(raw_text.splitlines(), start=1):
