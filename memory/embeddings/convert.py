@@ -345,7 +345,8 @@ def default_cache_dir() -> Path:
     return Path(base).expanduser() / "chorus" / "models"
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks (model weights are too big to read at once)."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -359,7 +360,7 @@ def source_key(model_dir: str | os.PathLike[str] | None = None) -> str:
     weights = directory / "model.safetensors"
     if not weights.is_file():
         raise EmbeddingError(f"{directory} has no model.safetensors; nothing to convert to GGUF.")
-    digest = hashlib.sha256(f"converter-v{CONVERTER_VERSION}\n{_sha256(weights)}\n".encode())
+    digest = hashlib.sha256(f"converter-v{CONVERTER_VERSION}\n{file_sha256(weights)}\n".encode())
     for extra in ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json", "modules.json",
                   "1_Pooling/config.json"):
         path = directory / extra
