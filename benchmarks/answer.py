@@ -19,7 +19,7 @@ from memory.search import Searcher
 from memory.store import Store
 
 from . import synthetic
-from .common import peak_rss_mib, percentiles, save
+from .common import percentiles, save_by_size
 from .search import fill_vectors, one_scope
 
 
@@ -90,16 +90,16 @@ def main(args: argparse.Namespace, settings) -> int:
                 row["prompt_tokens_by_the_model_tokenizer_mean"] = round(sum(model_tokens) / len(model_tokens), 1)
             report["sizes"][str(size)] = row
             store.close()
-    report["peak_rss_mib"] = round(peak_rss_mib(), 1)
-    path = save(args.out, "answer", report)
-    print("\n| messages in one scope | evidence pack p50 / p95 | evidence-first reply p50 / p95 | "
-          "prompt tokens (mean) | model policy end to end p50 / p95 |\n|---|---|---|---|---|")
-    for size, row in report["sizes"].items():
-        e2e = row.get("end_to_end_with_model")
-        e2e_s = f"{e2e['p50_ms'] / 1000:.1f} / {e2e['p95_ms'] / 1000:.1f} s" if e2e else "-"
-        a = row["answer_path_without_generation"]
-        r = row["evidence_reply"]
-        print(f"| {int(size):,} | {a['p50_ms']} / {a['p95_ms']} ms | {r['p50_ms']} / {r['p95_ms']} ms | "
-              f"{row['prompt_tokens_mean']} | {e2e_s} |")
+    path = save_by_size(args.out, "answer", report,
+                        ("messages in one scope", "evidence pack p50 / p95", "evidence-first reply p50 / p95",
+                         "prompt tokens (mean)", "model policy end to end p50 / p95"), _table_cells)
     print(f"\nwritten to {path}")
     return 0
+
+
+def _table_cells(row: dict) -> list[str]:
+    """One size's cells after the size: the latencies and the prompt tokens."""
+    e2e = row.get("end_to_end_with_model")
+    a, r = row["answer_path_without_generation"], row["evidence_reply"]
+    return [f"{a['p50_ms']} / {a['p95_ms']} ms", f"{r['p50_ms']} / {r['p95_ms']} ms", f"{row['prompt_tokens_mean']}",
+            f"{e2e['p50_ms'] / 1000:.1f} / {e2e['p95_ms'] / 1000:.1f} s" if e2e else "-"]

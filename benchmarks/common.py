@@ -6,7 +6,7 @@ import platform
 import resource
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -36,6 +36,20 @@ def save(out_dir: str | Path, name: str, data: dict) -> Path:
     data = {"benchmark": name, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(),
             **data}
     path.write_text(json.dumps(data, indent=2), "utf-8")
+    return path
+
+
+def save_by_size(out_dir: str | Path, name: str, report: dict, columns: Sequence[str],
+                 cells: Callable[[dict], Sequence[str]]) -> Path:
+    """Save a report of ``report["sizes"]`` rows with the peak memory, and print it as a Markdown table.
+
+    ``columns`` names every column, the first being the size; ``cells`` gives a row's other cells.
+    """
+    report["peak_rss_mib"] = round(peak_rss_mib(), 1)
+    path = save(out_dir, name, report)
+    print("\n| " + " | ".join(columns) + " |\n" + "|---" * len(columns) + "|")
+    for size, row in report["sizes"].items():
+        print("| " + " | ".join([f"{int(size):,}", *cells(row)]) + " |")
     return path
 
 

@@ -23,7 +23,7 @@ from memory.search import OLD_RRF, Searcher
 from memory.store import Store
 
 from . import synthetic
-from .common import peak_rss_mib, percentiles, save
+from .common import percentiles, save_by_size
 
 _TOKEN = re.compile(r"\w+")
 
@@ -97,14 +97,11 @@ def main(args: argparse.Namespace, settings: object) -> int:
             row["baseline_rank_bm25"] = percentiles(lat)
             report["sizes"][str(size)] = row
             store.close()
-    report["peak_rss_mib"] = round(peak_rss_mib(), 1)
-    path = save(args.out, "search", report)
-    print("\n| messages in one scope | Chorus hybrid p50 / p95 | old RRF hybrid p95 | Chorus BM25 p95 | Chorus dense p95 "
-          "| numpy KNN p95 | rank-bm25 p95 |\n|---|---|---|---|---|---|---|")
-    for size, row in report["sizes"].items():
-        print(f"| {int(size):,} | {row['chorus_hybrid']['p50_ms']} / {row['chorus_hybrid']['p95_ms']} ms | "
-              f"{row['chorus_hybrid_old_rrf']['p95_ms']} ms | "
-              f"{row['chorus_bm25']['p95_ms']} ms | {row['chorus_dense']['p95_ms']} ms | "
-              f"{row['baseline_numpy_knn']['p95_ms']} ms | {row['baseline_rank_bm25']['p95_ms']} ms |")
+    columns = ("messages in one scope", "Chorus hybrid p50 / p95", "old RRF hybrid p95", "Chorus BM25 p95",
+               "Chorus dense p95", "numpy KNN p95", "rank-bm25 p95")
+    later = ("chorus_hybrid_old_rrf", "chorus_bm25", "chorus_dense", "baseline_numpy_knn", "baseline_rank_bm25")
+    path = save_by_size(args.out, "search", report, columns, lambda row: [
+        f"{row['chorus_hybrid']['p50_ms']} / {row['chorus_hybrid']['p95_ms']} ms",
+        *(f"{row[name]['p95_ms']} ms" for name in later)])
     print(f"\npeak RSS {report['peak_rss_mib']:.0f} MiB; written to {path}")
     return 0
