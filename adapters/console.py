@@ -84,8 +84,9 @@ class ConsoleChat:
         demo = resources.files("bot").joinpath("demo/demo.jsonl")
         with resources.as_file(demo) as path:
             messages = read_jsonl(path)
-        moved = [Message(PLATFORM, WORKSPACE, self.channel, f"demo-{m.msg_id}", m.author_id, m.author_name,
-                         m.text, m.ts) for m in messages]
+        # Ids as the console gives them ("sam: ..." speaks as the demo's Sam, not as a second person).
+        moved = [Message(PLATFORM, WORKSPACE, self.channel, f"demo-{m.msg_id}", m.author_id.casefold(),
+                         m.author_name, m.text, m.ts) for m in messages]
         return self.bot.store.ingest(moved, embed=self.bot.store.embedder is not None).inserted
 
     def run(self) -> int:
@@ -119,12 +120,22 @@ class ConsoleChat:
         if not text.strip():
             return True
         asks = bool(self._mention.search(text))
+        speaker = self._known_name(speaker)
         msg = Message(PLATFORM, WORKSPACE, self.channel, str(next(self._ids)), speaker.casefold(), speaker,
                       text, time.time(), to_bot=asks)
         self.bot.on_message(msg)
         if asks:
             self.render(self.bot.ask(self.key, self._mention.sub("", text), asked_in=msg))
         return True
+
+    def _known_name(self, speaker: str) -> str:
+        """A member's name as the channel knows it ("sam" types as Sam), else the name as typed."""
+        sid = self.bot.store.scope_id(self.key)
+        if sid is not None:
+            for person in self.bot.store.roster(sid):
+                if person.person_id == speaker.casefold():
+                    return person.display_name
+        return speaker
 
     def command(self, line: str) -> bool:
         """Console commands, then the shared command table (`bot.command_table`) every platform uses."""

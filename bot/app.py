@@ -29,6 +29,7 @@ from memory.timefmt import stamp
 from .config import Settings
 from .ingest_queue import IngestQueue
 from .replies import Citation, Reply, cut_for_chat
+from .status import read_status
 
 log = logging.getLogger(__name__)
 
@@ -328,14 +329,15 @@ class Bot:
         return Reply(cut_for_chat("\n".join(lines), self.settings.answer.max_chars), citations)
 
     def status(self, key: ScopeKey | None = None) -> Reply:
+        """What is remembered here (or in the whole store) and how far memory has got (bot/status.py)."""
         scope_ids = self.scope_ids(key) if key else [s.id for s in self.store.scopes()]
-        total = sum(self.store.count_messages(s) for s in scope_ids)
-        pending = self.store.pending_embeddings()
-        lines = [f"Messages remembered: {total} in {len(scope_ids)} scope(s).",
-                 f"Messages waiting for embeddings: {pending}."]
-        if self._llm_error:
-            lines.append(f"Language model: unavailable ({self._llm_error}).")
-        return Reply("\n".join(lines), data={"messages": total, "scopes": len(scope_ids), "pending": pending})
+        a = self.settings.answer
+        policy = a.policy if a.policy != "auto" else ("evidence" if uses_shipped_model(self.settings) else "model")
+        replies = ("quoted messages, no model sentence" if policy == "evidence"
+                   else "quoted messages under a model sentence that passed the support check")
+        st = read_status(self.store, self.records, self.read_only_writer(), scope_ids, replies=replies,
+                         model_error=self._llm_error)
+        return Reply(st.text(), data=st.data())
 
     def close(self) -> None:
         self.ingest_queue.close()

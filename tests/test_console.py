@@ -35,7 +35,9 @@ def test_console_session_remembers_and_answers_with_citations(tmp_path):
     assert "[1] alice" in first_answer and "rehearsal moved to Thursday" in first_answer
     whosaid = text.split("chorus> ")[2]
     assert whosaid.startswith("bob said it first")
-    assert "Messages remembered: 3" in text  # the question itself is a message too
+    # The question is kept too, but counted apart from the chat; the writer's backlog and the reply mode show.
+    assert "Messages remembered: 2 from 2 member(s) in 1 channel(s), plus 1 question(s) to me." in text
+    assert "2 message(s) not yet read by the writer" in text and "Replies: quoted messages" in text
     # Another channel is another memory: nothing from #general leaks into #random.
     last = text.split("chorus> ")[4]
     assert "alice" not in last and "don't have any messages from this channel" in last.lower()

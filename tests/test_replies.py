@@ -282,3 +282,14 @@ def test_lodo_picks_the_strictest_decline_under_the_false_decline_cap():
     assert t == 0.5  # every unanswerable one declined, false declines 5%: the strictest such threshold
     a = [feats(0.12)] * 3 + [feats(0.6)] * 17 + [feats(0.2, adv=True)] * 5  # now 15% sit at 0.12
     assert choose({"a": a, "b": b})[1] == 0.1  # the cap forces a threshold under them
+
+
+def test_typing_as_a_demo_member_speaks_as_that_member(demo_bot):
+    """ "sam: ..." in the console is the demo's Sam, so "each person" questions see one Sam, not two."""
+    bot, chat, out = demo_bot
+    ask(chat, out, "sam: should we do karaoke after?")
+    ask(chat, out, "leo: no way, my voice is gone")
+    roster = bot.store.roster(bot.store.scope_id(chat.key))
+    assert sorted(p.display_name for p in roster) == ["Leo", "Maya", "Priya", "Sam"]
+    reply = ask(chat, out, "@chorus what does everyone think about karaoke?")
+    assert "Sam" in reply and "voice is gone" in reply and "Nothing from Maya and Priya" in reply, reply

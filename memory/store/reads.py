@@ -47,10 +47,15 @@ class Reads(Scopes):
                 "AND m.bot_traffic = 0 ORDER BY m.turn, m.id",
                 (msg.scope_id, msg.session, msg.turn - before, msg.turn + after))
 
-    def count_messages(self, scope_id: int | None = None) -> int:
-        """Live messages in one scope, or in the whole store."""
+    def count_messages(self, scope_id: int | None = None, *, bot_traffic: bool | None = None) -> int:
+        """Live messages in one scope, or in the whole store; ``bot_traffic`` True / False counts only
+        the messages addressed to the bot (and its replies) / only the chat's own."""
+        sql, args = "SELECT count(*) FROM messages WHERE deleted = 0", []
+        if scope_id is not None:
+            sql += " AND scope_id = ?"
+            args.append(scope_id)
+        if bot_traffic is not None:
+            sql += " AND bot_traffic = ?"
+            args.append(int(bot_traffic))
         with self.read() as conn:
-            if scope_id is None:
-                return conn.execute("SELECT count(*) FROM messages WHERE deleted = 0").fetchone()[0]
-            return conn.execute("SELECT count(*) FROM messages WHERE deleted = 0 AND scope_id = ?",
-                                (scope_id,)).fetchone()[0]
+            return conn.execute(sql, args).fetchone()[0]
