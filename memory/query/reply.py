@@ -157,9 +157,9 @@ _UPDATE_MSG = re.compile(r"\b(final(ly)?|update[ds]?|moved?|changed?|change of p
                          r"postponed?|rescheduled?|no longer|now|actually|it is|it's official)\b", re.I)
 # At this relevance a reply is confident enough to leave out hits that share nothing with the question
 # (chosen with the promotion margin, leave-one-dataset-out: docs/replies.md).
-CONFIDENT = 0.5
+CONFIDENT = 0.7
 # Search order holds unless a candidate's relevance beats those above it by this much (docs/replies.md).
-PROMOTE_MARGIN = 0.05
+PROMOTE_MARGIN = 0.3
 
 
 class ReplyBuilder:
