@@ -118,21 +118,15 @@ class Actions:
 
     def profile(self, inv: Invoker, person: str) -> Reply:
         log.info("profile in %s", inv.describe())
-        fn = getattr(self.bot, "profile", None)
-        if fn is None:
-            return Reply("Profiles are not available in this version yet.", ephemeral=True)
         if not person.strip():
             return Reply("Whose profile? e.g. `profile alice`.", ephemeral=True)
-        return fn(inv.key, person.strip().lstrip("@"))
+        return self.bot.profile(inv.key, person.strip().lstrip("@"))
 
     def timeline(self, inv: Invoker, topic: str) -> Reply:
         log.info("timeline in %s", inv.describe())
-        fn = getattr(self.bot, "timeline", None)
-        if fn is None:
-            return Reply("Timelines are not available in this version yet.", ephemeral=True)
         if not topic.strip():
             return Reply("Which topic? e.g. `timeline the trip`.", ephemeral=True)
-        return fn(inv.key, topic.strip())
+        return self.bot.timeline(inv.key, topic.strip())
 
     def status(self, inv: Invoker) -> Reply:
         log.info("status in %s", inv.describe())

@@ -11,11 +11,13 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 NAME_TTL_S = 3600.0
 DEFAULT_BASE_URL = "https://slack.com/"
@@ -71,39 +73,41 @@ class SlackDirectory:
         self._lock = threading.Lock()
 
     def user(self, user_id: str) -> SlackUser:
+        return self._cached(self._users, user_id, self._fetch_user)
+
+    def channel_name(self, channel_id: str) -> str:
+        return self._cached(self._channels, channel_id, self._fetch_channel_name)
+
+    def _cached(self, table: dict[str, tuple[T, float]], key: str, fetch: Callable[[str], T]) -> T:
+        """``table``'s fresh answer for ``key``, else ``fetch(key)`` outside the lock, kept for ``ttl_s``."""
         now = time.monotonic()
         with self._lock:
-            hit = self._users.get(user_id)
+            hit = table.get(key)
         if hit and hit[1] > now:
             return hit[0]
+        value = fetch(key)
+        with self._lock:
+            table[key] = (value, now + self.ttl_s)
+        return value
+
+    def _fetch_user(self, user_id: str) -> SlackUser:
         try:
             info = self.client.users_info(user=user_id).get("user") or {}
             profile = info.get("profile") or {}
-            user = SlackUser(profile.get("display_name") or profile.get("real_name") or info.get("real_name")
+            return SlackUser(profile.get("display_name") or profile.get("real_name") or info.get("real_name")
                              or info.get("name") or user_id,
                              bool(info.get("is_admin") or info.get("is_owner") or info.get("is_primary_owner")),
                              bool(info.get("is_bot")))
         except SlackApiError as exc:
             log.warning("slack users.info %s failed (%s); using the id as the name", user_id, exc.response.get("error"))
-            user = SlackUser(user_id, False, False)
-        with self._lock:
-            self._users[user_id] = (user, now + self.ttl_s)
-        return user
+            return SlackUser(user_id, False, False)
 
-    def channel_name(self, channel_id: str) -> str:
-        now = time.monotonic()
-        with self._lock:
-            hit = self._channels.get(channel_id)
-        if hit and hit[1] > now:
-            return hit[0]
+    def _fetch_channel_name(self, channel_id: str) -> str:
         try:
-            name = (self.client.conversations_info(channel=channel_id).get("channel") or {}).get("name") or ""
+            return (self.client.conversations_info(channel=channel_id).get("channel") or {}).get("name") or ""
         except SlackApiError as exc:
             log.debug("slack conversations.info %s failed: %s", channel_id, exc.response.get("error"))
-            name = ""
-        with self._lock:
-            self._channels[channel_id] = (name, now + self.ttl_s)
-        return name
+            return ""
 
     def plain_text(self, text: str) -> str:
         """Slack markup as people read it: <@U1> becomes @Name, links keep their label and address."""
