@@ -147,13 +147,18 @@ def test_profile_must_refer_to_its_owner(store):
     assert res.rejected == 1 and "repeats an earlier action" in rejections(store)[0]["reason"]
 
 
-def test_core_for_someone_named_is_refiled_under_the_author(store):
+def moving_to_leeds(store, owner: str, layer: str):
+    """Alice says Dave and Erin are moving; the model files it under ``owner`` in ``layer``. The window's result."""
     store.ingest([msg(1, "Dave and Erin are moving to Leeds", author="Alice"), msg(2, "ok", author="Dave"),
                   msg(3, "ok", author="Erin"), msg(4, "hm", author="Bob")])
-    w = writer(store, [actions({"op": "ADD", "msg": 1, "owner": "Dave", "source": "Alice",
-                                "layer": "per_speaker_core", "utype": "fact", "content": "moving to Leeds"})],
-               cues=False)
+    w = writer(store, [actions({"op": "ADD", "msg": 1, "owner": owner, "source": "Alice", "layer": layer,
+                                "utype": "fact", "content": "moving to Leeds"})], cues=False)
     [res] = w.run_pending(force=True)
+    return w, res
+
+
+def test_core_for_someone_named_is_refiled_under_the_author(store):
+    w, _ = moving_to_leeds(store, "Dave", "per_speaker_core")
     [rec] = w.records.heads([store.scopes()[0].id])
     assert (rec.owner, rec.layer) == ("alice", "per_speaker_core")   # what Alice said; never Dave's self-report
     assert rec.verification["corrected"] == ["owner Dave -> Alice: a core record is a self-report of the "
@@ -161,12 +166,7 @@ def test_core_for_someone_named_is_refiled_under_the_author(store):
 
 
 def test_profile_naming_several_people_but_not_the_owner_is_rejected(store):
-    store.ingest([msg(1, "Dave and Erin are moving to Leeds", author="Alice"), msg(2, "ok", author="Dave"),
-                  msg(3, "ok", author="Erin"), msg(4, "hm", author="Bob")])
-    w = writer(store, [actions({"op": "ADD", "msg": 1, "owner": "Bob", "source": "Alice",
-                                "layer": "per_speaker_profile", "utype": "fact", "content": "moving to Leeds"})],
-               cues=False)
-    [res] = w.run_pending(force=True)
+    _, res = moving_to_leeds(store, "Bob", "per_speaker_profile")
     assert res.accepted == 0 and "does not refer to Bob" in rejections(store)[0]["reason"]
 
 
