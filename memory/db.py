@@ -1,14 +1,17 @@
 """Opening the one SQLite file: extension-capable SQLite, WAL, busy timeout, sqlite-vec.
 
 This is the only place that loads sqlite-vec or chooses the SQLite driver. It also
-holds the two query helpers every reader shares: rows by column name (``named``)
-and id lists cut into IN (...) lists (``chunked`` and ``marks``).
+holds the query helpers every reader shares: rows mapped by column name into a
+dataclass (``select_into``) or read by name (``named``), and id lists cut into
+IN (...) lists (``chunked`` and ``marks``).
 """
 from __future__ import annotations
 
 import os
+from dataclasses import fields
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence, Sized, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, Sized, TypeVar
 
 from .errors import StoreError
 
@@ -25,7 +28,11 @@ Row = sqlite3.Row
 # Ids per IN (...) list: well under SQLite's bound-variable limit, and one statement per chunk stays cheap.
 CHUNK = 500
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 T = TypeVar("T")
+D = TypeVar("D", bound="DataclassInstance")
 
 
 def connect(path: str | os.PathLike[str], *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Connection:
@@ -73,6 +80,38 @@ def named(conn: Connection, sql: str, args: Sequence[Any] | dict[str, Any] = ())
     cur = conn.cursor()
     cur.row_factory = sqlite3.Row
     return cur.execute(sql, args).fetchall()
+
+
+def select_into(conn: Connection, cls: type[D], sql: str, args: Sequence[Any] = (), *,
+                convert: Mapping[str, Callable[[Any], Any]] | None = None) -> list[D]:
+    """The rows of ``sql`` as instances of the dataclass ``cls``, each field filled from the column of its name.
+
+    The SELECT must name (or alias) a column for every field up to the last one it fills; fields after
+    that keep their defaults. ``convert`` turns a stored value into the field's type (``bool``,
+    ``json.loads``). Columns are matched to fields once per query, so a row costs what positional
+    indexing did.
+    """
+    cur = conn.execute(sql, args)
+    columns = [d[0] for d in cur.description]
+    wanted = [f.name for f in fields(cls) if f.init]
+    n = 0
+    while n < len(wanted) and wanted[n] in columns:
+        n += 1
+    missing = [name for name in wanted[n:] if name in columns]
+    if missing or n == 0:
+        raise ValueError(f"{cls.__name__}: the query names {columns}, which do not fill its fields in order")
+    index = [columns.index(name) for name in wanted[:n]]
+    pick = itemgetter(*index) if n > 1 else (lambda row: (row[index[0]],))
+    fixes = [(wanted.index(name), fn) for name, fn in (convert or {}).items()]
+    out: list[D] = []
+    for row in cur:
+        values = pick(row)
+        if fixes:
+            values = list(values)
+            for i, fn in fixes:
+                values[i] = fn(values[i])
+        out.append(cls(*values))
+    return out
 
 
 def chunked(items: Iterable[T], n: int = CHUNK) -> Iterator[list[T]]:

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from . import ftsquery
-from .db import Connection, Row, chunked, marks, named
+from .db import Connection, chunked, marks, select_into
 from .embeddings.base import Embedder
 from .store import Store
 
@@ -54,16 +54,14 @@ class Record:
     created_at: float
     sources: list[int] = field(default_factory=list)
 
-    @classmethod
-    def from_row(cls, row: Row) -> "Record":
-        """From a row of ``RECORD_COLUMNS`` (the verification is stored as JSON)."""
-        fields = dict(row)
-        fields["verification"] = json.loads(fields["verification"] or "{}")
-        return cls(**fields)
-
     @property
     def entry_id(self) -> str:
         return f"E{self.id}"
+
+
+def _select(conn: Connection, sql: str, args: Sequence = ()) -> list[Record]:
+    """Records of a query selecting ``RECORD_COLUMNS``, by column name (verification is stored as JSON)."""
+    return select_into(conn, Record, sql, args, convert={"verification": lambda v: json.loads(v or "{}")})
 
 
 def parse_entry_id(text: str) -> int | None:
@@ -137,8 +135,8 @@ class Records:
         out: dict[int, Record] = {}
         with self.store.read() as conn:
             for chunk in chunked(ids):
-                for r in named(conn, f"SELECT {RECORD_COLUMNS} FROM records WHERE id IN ({marks(chunk)})", chunk):
-                    out[r["id"]] = Record.from_row(r)
+                for rec in _select(conn, f"SELECT {RECORD_COLUMNS} FROM records WHERE id IN ({marks(chunk)})", chunk):
+                    out[rec.id] = rec
                 if with_sources:
                     for rid, mid in conn.execute(
                             f"SELECT record_id, message_id FROM record_sources WHERE record_id IN ({marks(chunk)}) "
@@ -163,7 +161,7 @@ class Records:
         sql += " ORDER BY ts DESC, id DESC LIMIT ?"
         args.append(limit)
         with self.store.read() as conn:
-            return [Record.from_row(r) for r in named(conn, sql, args)]
+            return _select(conn, sql, args)
 
     def chain(self, record_id: int) -> list[Record]:
         """Every node of a record's update chain, oldest first (retracted nodes included)."""
@@ -171,8 +169,7 @@ class Records:
             row = conn.execute("SELECT chain_id FROM records WHERE id = ?", (record_id,)).fetchone()
             if row is None:
                 return []
-            return [Record.from_row(r) for r in named(
-                conn, f"SELECT {RECORD_COLUMNS} FROM records WHERE chain_id = ? ORDER BY id", (row[0],))]
+            return _select(conn, f"SELECT {RECORD_COLUMNS} FROM records WHERE chain_id = ? ORDER BY id", (row[0],))
 
     def cited_facts(self, insight_id: int) -> list[Record]:
         with self.store.read() as conn:

@@ -26,7 +26,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..db import named
+from ..db import select_into
 from ..speaker_levenshtein import MemRecord, hungarian, norm_name, pair_similarity, speaker_levenshtein, tokens
 from ..store import Store
 from .report import markdown_table
@@ -77,13 +77,13 @@ def store_records(path: str | Path) -> tuple[list[MemRecord], list[str], list[st
         with store.read() as conn:
             names = dict(conn.execute("SELECT person_id, display_name FROM people").fetchall())
             bots = {r[0] for r in conn.execute("SELECT person_id FROM people WHERE is_bot = 1")}
-            rows = named(conn, "SELECT owner, content, layer, utype, source, session, ts AS time FROM records "
-                         "WHERE status = 'active' AND superseded_by IS NULL AND layer != 'persona_insight'")
+            recs = select_into(conn, MemRecord, "SELECT owner, content, layer, utype, source, session, ts AS time "
+                               "FROM records WHERE status = 'active' AND superseded_by IS NULL "
+                               "AND layer != 'persona_insight'",
+                               convert={"owner": lambda p: names.get(p, p), "source": lambda p: names.get(p, p)})
             texts = [r[0] for r in conn.execute("SELECT text FROM messages WHERE deleted = 0")]
     finally:
         store.close()
-    recs = [MemRecord(**{**dict(r), "owner": names.get(r["owner"], r["owner"]),
-                         "source": names.get(r["source"], r["source"])}) for r in rows]
     speakers = sorted({n for pid, n in names.items() if pid not in bots})
     return recs, speakers, texts
 

@@ -24,7 +24,7 @@ from .edits import Edits
 from .ingest import MAX_TEXT_CHARS, Ingest
 from .reads import Reads
 from .roster import Roster
-from .rows import MESSAGE_COLUMNS, IngestResult, Person, Scope, row_to_message, select_messages
+from .rows import MESSAGE_COLUMNS, IngestResult, Person, Scope, select_messages
 from .scopes import Scopes
 
 
@@ -35,5 +35,5 @@ class Store(Ingest, Edits, Roster):
 __all__ = [
     "DEFAULT_IDLE_GAP_S", "MAX_TEXT_CHARS", "MESSAGE_COLUMNS", "Edits", "EmbeddingBacklog", "Ingest",
     "IngestResult", "Person", "Reads", "Roster", "Scope", "Scopes", "Store", "StoreBase", "embed_text",
-    "explain_db_error", "row_to_message", "select_messages", "text_hash",
+    "explain_db_error", "select_messages", "text_hash",
 ]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from ..db import named
+from ..db import select_into
 from ..errors import InputError
 from .base import StoreBase
 from .rows import PERSON_COLUMNS, Person
@@ -15,8 +15,8 @@ class Roster(StoreBase):
     def roster(self, scope_id: int) -> list[Person]:
         """Everyone who has spoken in the scope, in the order they first spoke."""
         with self.read() as conn:
-            return [Person.from_row(r) for r in named(
-                conn, f"SELECT {PERSON_COLUMNS} FROM people WHERE scope_id = ? ORDER BY first_ts", (scope_id,))]
+            return select_into(conn, Person, f"SELECT {PERSON_COLUMNS} FROM people WHERE scope_id = ? "
+                               "ORDER BY first_ts", (scope_id,), convert={"aliases": json.loads, "is_bot": bool})
 
     def add_alias(self, scope_id: int, person_id: str, alias: str) -> None:
         """Another name a person goes by in the scope (what questions and records may call them)."""

@@ -1,16 +1,15 @@
 """What the store hands back: its dataclasses, and message rows mapped into them by column name.
 
 Every read that builds a ``StoredMessage`` selects ``MESSAGE_COLUMNS`` (aliased to the
-field names) through ``select_messages``, so the SELECT list and the dataclass can never
-drift apart by position.
+field names) through ``select_messages``, and scopes and the roster go through
+``db.select_into`` the same way, so a SELECT list and its dataclass never drift apart by position.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..db import Connection, Row, named
+from ..db import Connection, select_into
 from ..models import ScopeKey, StoredMessage
 from ..tally import Tally
 
@@ -21,16 +20,10 @@ MESSAGE_COLUMNS = (
 MESSAGE_SOURCE = "FROM messages m JOIN scopes s ON s.id = m.scope_id"
 
 
-def row_to_message(row: Row) -> StoredMessage:
-    """A ``StoredMessage`` from a row of ``MESSAGE_COLUMNS`` read with ``db.named``."""
-    fields = dict(row)
-    fields["edited"], fields["to_bot"] = bool(fields["edited"]), bool(fields["to_bot"])
-    return StoredMessage(**fields)
-
-
 def select_messages(conn: Connection, tail: str, args: Sequence[Any] = ()) -> list[StoredMessage]:
     """Messages of ``SELECT MESSAGE_COLUMNS FROM messages m JOIN scopes s ... <tail>`` (WHERE, ORDER, LIMIT)."""
-    return [row_to_message(r) for r in named(conn, f"SELECT {MESSAGE_COLUMNS} {MESSAGE_SOURCE} {tail}", args)]
+    return select_into(conn, StoredMessage, f"SELECT {MESSAGE_COLUMNS} {MESSAGE_SOURCE} {tail}", args,
+                       convert={"edited": bool, "to_bot": bool})
 
 
 @dataclass
@@ -60,13 +53,6 @@ class Person:
     last_ts: float
     is_bot: bool = False
 
-    @classmethod
-    def from_row(cls, row: Row) -> "Person":
-        """From a row of ``PERSON_COLUMNS`` (aliases are stored as a JSON list)."""
-        fields = dict(row)
-        fields["aliases"], fields["is_bot"] = json.loads(fields["aliases"]), bool(fields["is_bot"])
-        return cls(**fields)
-
     def names(self) -> list[str]:
         return [self.display_name, *self.aliases]
 
@@ -85,13 +71,6 @@ class Scope:
     name: str
     is_dm: bool
     opted_out: bool
-
-    @classmethod
-    def from_row(cls, row: Row) -> "Scope":
-        """From a row of ``SCOPE_COLUMNS``."""
-        fields = dict(row)
-        fields["is_dm"], fields["opted_out"] = bool(fields["is_dm"]), bool(fields["opted_out"])
-        return cls(**fields)
 
     @property
     def key(self) -> ScopeKey:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from ..db import Connection, named
+from ..db import Connection, select_into
 from ..models import ScopeKey
 from .base import StoreBase
 from .rows import SCOPE_COLUMNS, Scope
@@ -37,4 +37,5 @@ class Scopes(StoreBase):
 
     def scopes(self) -> list[Scope]:
         with self.read() as conn:
-            return [Scope.from_row(r) for r in named(conn, f"SELECT {SCOPE_COLUMNS} FROM scopes ORDER BY id")]
+            return select_into(conn, Scope, f"SELECT {SCOPE_COLUMNS} FROM scopes ORDER BY id",
+                               convert={"is_dm": bool, "opted_out": bool})
