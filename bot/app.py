@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Unpack
+from typing import Self, Unpack
 
 from memory.embeddings.base import Embedder
 from memory.errors import ChorusError, EmbeddingError, ModelError
@@ -338,6 +338,13 @@ class Bot:
         st = read_status(self.store, self.records, self.read_only_writer(), scope_ids, replies=replies,
                          model_error=self._llm_error)
         return Reply(st.text(), data=st.data())
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close on the way out, however the block ends (the CLI commands' one-bot lifetime)."""
+        self.close()
 
     def close(self) -> None:
         self.ingest_queue.close()

@@ -134,26 +134,19 @@ def reindex(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def ask(args: argparse.Namespace, settings: Settings) -> int:
-    bot = Bot(settings)
-    try:
+    with Bot(settings) as bot:
         print(bot.ask(parse_scope(args.scope), args.question).text)
-    finally:
-        bot.close()
     return 0
 
 
 def whosaid(args: argparse.Namespace, settings: Settings) -> int:
-    bot = Bot(settings, load_models=False)
-    try:
+    with Bot(settings, load_models=False) as bot:
         print(bot.whosaid(parse_scope(args.scope), args.phrase).text)
-    finally:
-        bot.close()
     return 0
 
 
 def write(args: argparse.Namespace, settings: Settings) -> int:
-    bot = Bot(settings)
-    try:
+    with Bot(settings) as bot:
         writer = bot.writer()
         if writer is None:
             raise ChorusError(f"the language model could not be loaded: {bot.llm_error}")
@@ -171,13 +164,10 @@ def write(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{len(results)} windows: {ok} committed, {len(results) - ok} failed; "
               f"{sum(r.accepted for r in results)} records added, {sum(r.rejected for r in results)} rejected")
         return 0
-    finally:
-        bot.close()
 
 
 def status(args: argparse.Namespace, settings: Settings) -> int:
-    bot = Bot(settings, load_models=False)
-    try:
+    with Bot(settings, load_models=False) as bot:
         print(bot.status().text)
         writer = bot.read_only_writer()
         print("\nwriter lag per scope:")
@@ -192,8 +182,6 @@ def status(args: argparse.Namespace, settings: Settings) -> int:
         speed = writer.speed()
         print(f"model speed (last {speed['windows']} windows): {speed['gen_tokens_per_s']} tokens/s, "
               f"{speed['messages_per_min']} messages/min")
-    finally:
-        bot.close()
     return 0
 
 

@@ -194,9 +194,8 @@ def backfill_cmd(args: argparse.Namespace, settings: Settings) -> int:
                                                        if getattr(settings, p).enabled]
     if not platforms:
         raise ConfigError("no platform to backfill: enable one in the config or pass --platform")
-    bot = Bot(settings)
-    actions = Actions(bot)
-    try:
+    with Bot(settings) as bot:
+        actions = Actions(bot)
         if "slack" in platforms:
             slack = _slack_adapter(settings, actions, http=False)
             try:
@@ -209,8 +208,6 @@ def backfill_cmd(args: argparse.Namespace, settings: Settings) -> int:
         if "discord" in platforms:
             asyncio.run(_discord_backfill(settings, actions, args))
         return 0
-    finally:
-        bot.close()
 
 
 # ---------------------------------------------------------------------- chorus discord-sync
@@ -241,8 +238,7 @@ def discord_sync_cmd(args: argparse.Namespace, settings: Settings) -> int:
 
 # ---------------------------------------------------------------------- chorus forget / export
 def forget_cmd(args: argparse.Namespace, settings: Settings) -> int:
-    bot = Bot(settings, load_models=False)
-    try:
+    with Bot(settings, load_models=False) as bot:
         n = len(privacy.user_message_ids(bot.store, args.platform, args.workspace, args.user))
         if not args.yes:
             if not sys.stdin.isatty():
@@ -254,16 +250,11 @@ def forget_cmd(args: argparse.Namespace, settings: Settings) -> int:
         report = privacy.forget_user(bot.store, args.platform, args.workspace, args.user)
         print(report.summary())
         return 0
-    finally:
-        bot.close()
 
 
 def export_cmd(args: argparse.Namespace, settings: Settings) -> int:
-    bot = Bot(settings, load_models=False)
-    try:
+    with Bot(settings, load_models=False) as bot:
         data = privacy.export_user(bot.store, args.platform, args.workspace, args.user)
-    finally:
-        bot.close()
     text = json.dumps(data, ensure_ascii=False, indent=2)
     if args.out:
         Path(args.out).write_text(text + "\n", "utf-8")
