@@ -24,11 +24,12 @@ _ALL_WORDS = re.compile(r"\b(each|every(one|body)?|all of (us|them|you)|who neve
 _GROUP_WORDS = re.compile(r"\b(decid(e|ed|ing)|decision|agree(d|ment)?|consensus|settle(d)?|plan(ned|s)?|norms?|"
                           r"rules?|polic(y|ies)|the group|the team|as a group|together|we|us|our|everyone agreed|"
                           r"convention|expected to|supposed to|usually do)\b", re.I)
-_STANCE_EACH = re.compile(r"\b(each|every(one|body)?)\b.*\b(think|thinks|feel|feels|stance|opinion|view|prefer|"
-                          r"prefers|want|wants|position|stand)\b", re.I)
-_FULL_WORDS = re.compile(r"\b(used to|originally|at first|initially|chang(e|ed|es|ing)|before|previously|earlier|"
-                         r"at the time|back (in|then|when)|no longer|any ?more|anymore|evolv(e|ed)|over time|"
-                         r"history|first time|switch(ed)?|instead|still|when did|how long)\b", re.I)
+# Words shared with the reply (memory/query/reply.py): an opinion asked for, and a change over time.
+VIEW_WORDS = r"think|thinks|feel|feels|view|opinion|prefer|prefers|want|wants|stand"
+CHANGE_WORDS = r"used to|originally|at first|initially|chang(e|ed|es)|previously|switch(ed)?|no longer"
+_STANCE_EACH = re.compile(rf"\b(each|every(one|body)?)\b.*\b({VIEW_WORDS}|stance|position)\b", re.I)
+_FULL_WORDS = re.compile(rf"\b({CHANGE_WORDS}|changing|before|earlier|at the time|back (in|then|when)|any ?more|"
+                         r"anymore|evolv(e|ed)|over time|history|first time|instead|still|when did|how long)\b", re.I)
 # "Who said / suggested / gave X as the reason?": the answer is a verbatim message, and its author.
 _ATTRIBUTION = re.compile(r"\b(who|which of (them|the two|us|you|these))\b.{0,40}?\b(said|says|say|mentioned|"
                           r"suggested|proposed|asked|wrote|gave|claimed|brought up|pointed out|complained|"

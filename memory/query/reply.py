@@ -20,7 +20,7 @@ from ..store import Person
 from ..timefmt import stamp
 from .compose import EvidencePack
 from .needs import NEED_NAMES, holds, in_month, month_pin, need_of
-from .project import ALL
+from .project import ALL, CHANGE_WORDS, VIEW_WORDS
 from .support import QUESTION_FRAMING, answer_slot, content_stems, has_slot, sentences, slot_coverage
 
 DECLINE = "This channel's memory doesn't hold that."
@@ -28,12 +28,11 @@ EMPTY_CHANNEL = "I don't have any messages from this channel yet, so there's not
 
 _EACH = re.compile(r"\b(each|every(one|body)(?!\s+agreed)|all of (us|them|you)|both|every member|"
                    r"each member|each person|the others)\b", re.I)
-_VIEWS = re.compile(r"\b(think|thinks|feel|feels|view|views|opinion|prefer|prefers|want|wants|stand)\b", re.I)
+_VIEWS = re.compile(rf"\b({VIEW_WORDS}|views)\b", re.I)
 _ABSENT = re.compile(r"\bwho\s+(hasn'?t|has not|haven'?t|have not|didn'?t|did not|never|isn'?t|is not|"
                      r"won'?t|will not|can'?t|cannot)\b\s*(?P<what>.*)", re.I)
-_CHANGE = re.compile(r"\b(used to|originally|at first|initially|before (it|the|that|we|they)|previous(ly)?|"
-                     r"earlier plan|old plan|chang(e|ed|es)|switch(ed)?|moved|no longer|instead of|"
-                     r"what was the)\b", re.I)
+_CHANGE = re.compile(rf"\b({CHANGE_WORDS}|before (it|the|that|we|they)|previous|earlier plan|old plan|moved|"
+                     r"instead of|what was the)\b", re.I)
 _PERSON_SLOT = re.compile(r"\b(?:did|does|do|has|have|is|was|were|would|will|about|from|by|with|to|for|"
                           r"tell me about|ask|asked)\s+([A-Z][a-z]{2,})\b|\b([A-Z][a-z]{2,})(?:'s|’s)\b")
 QUOTE_CHARS = 240
