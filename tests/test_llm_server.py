@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -28,6 +29,7 @@ import pytest
 from memory.errors import (ModelError, ModelSchemaError, ModelTimeoutError, ModelTruncatedError,
                            ModelUnavailableError)
 from memory.llm.chat import messages_of
+from memory.llm.default_model import default_model_path, smollm2_path
 from memory.llm.openai_chat import OpenAIChatLLM
 from memory.records import Records
 from memory.records_sync import attach
@@ -267,24 +269,22 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-@pytest.fixture(scope="module")
-def smollm2_server():
+def serving(model_path: Callable[[], Path]):
+    """Serve one shipped model for a module's tests; yields the server's URL."""
     pytest.importorskip("llama_cpp.server.app", reason="the llama-cpp-python [server] extra is not installed")
-    from memory.llm.default_model import smollm2_path
-
-    proc, url = start_server(str(smollm2_path()))
+    proc, url = start_server(str(model_path()))
     yield url
     stop_server(proc)
+
+
+@pytest.fixture(scope="module")
+def smollm2_server():
+    yield from serving(smollm2_path)
 
 
 @pytest.fixture(scope="module")
 def gemma_server():
-    pytest.importorskip("llama_cpp.server.app", reason="the llama-cpp-python [server] extra is not installed")
-    from memory.llm.default_model import default_model_path
-
-    proc, url = start_server(str(default_model_path()))
-    yield url
-    stop_server(proc)
+    yield from serving(default_model_path)
 
 
 def band_chat(store) -> int:
