@@ -6,6 +6,7 @@ partition), never by filtering afterwards.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,8 +25,18 @@ from .store import Store
 from .vectors import DenseScores, VectorIndex
 
 log = logging.getLogger(__name__)
-# Runs the dense half of hybrid searches (see Searcher._hybrid); two, so concurrent questions do not queue.
-_DENSE_WORKER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="chorus-dense")
+_dense_pool: tuple[int, ThreadPoolExecutor] | None = None
+_dense_pool_lock = threading.Lock()
+
+
+def _dense_worker() -> ThreadPoolExecutor:
+    """The threads that run the dense half of hybrid searches (see Searcher._hybrid); two, so concurrent
+    questions do not queue. One pool per process: a forked child cannot use its parent's threads."""
+    global _dense_pool
+    with _dense_pool_lock:
+        if _dense_pool is None or _dense_pool[0] != os.getpid():
+            _dense_pool = (os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="chorus-dense"))
+        return _dense_pool[1]
 
 # In stores of 5,000+ messages, BM25 leaves out query terms found in more than this share of messages
 # (when rarer terms remain). Alone it keeps terms up to 10%; inside hybrid search, where the vectors carry
@@ -270,7 +281,7 @@ class Searcher:
         dense = None
         if self.store.embedder is not None and text.strip() and scope_ids:
             mirrors = self.vectors.mirrors(scope_ids)  # reads the store before BM25 takes it
-            dense = _DENSE_WORKER.submit(self._dense_scores, dense_query(text) if p.rewrite else text, mirrors, p)
+            dense = _dense_worker().submit(self._dense_scores, dense_query(text) if p.rewrite else text, mirrors, p)
         lexical = self.bm25(scope_ids, text, pool, HYBRID_BM25_MAX_DF, author_weight=p.author_column)
         scores = None
         if dense is not None:
@@ -320,7 +331,7 @@ class Searcher:
         return self.vectors.scores_in(mirrors, vec, context=p.context, short_chars=p.short_chars), None
 
     def _signals(self, scope_ids: list[int], text: str, asked_at: float | None, p: FusionParams,
-                 view: "_Candidates", k: int) -> tuple[np.ndarray | None, list[str]]:
+                 view: _Candidates, k: int) -> tuple[np.ndarray | None, list[str]]:
         """Boosts for messages by people the question names or inside periods it pins; who to spread over."""
         if not (p.author or p.dates or p.each):
             return None, []
