@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Iterable, Protocol
+from typing import Protocol
 
 from memory import privacy
 from memory.models import Message, ScopeKey

@@ -13,8 +13,9 @@ import inspect
 import io
 import logging
 import re
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal, Optional
 
 import discord
 from discord import app_commands
@@ -95,7 +96,7 @@ def to_model(message: discord.Message) -> Message | None:
 class DiscordHistory:
     """One channel, thread or DM history for the backfiller (discord.py paces requests itself)."""
 
-    def __init__(self, adapter: "DiscordAdapter", channel: Any) -> None:
+    def __init__(self, adapter: DiscordAdapter, channel: Any) -> None:
         guild = getattr(channel, "guild", None)
         self.key, thread, self.channel_name, self.is_dm = scope_of(channel, guild.id if guild else None)
         self.stream = thread
@@ -117,7 +118,7 @@ class DiscordHistory:
 class ChorusDiscordClient(discord.Client):
     """The gateway client: every event goes straight to the adapter."""
 
-    def __init__(self, adapter: "DiscordAdapter", **kwargs: Any) -> None:
+    def __init__(self, adapter: DiscordAdapter, **kwargs: Any) -> None:
         intents = discord.Intents.default()
         intents.message_content = True
         super().__init__(intents=intents, **kwargs)
@@ -167,7 +168,7 @@ class DiscordAdapter:
 
     # ------------------------------------------------------------------ helpers
     @property
-    def me(self) -> Optional[discord.ClientUser]:
+    def me(self) -> discord.ClientUser | None:
         return self.client.user
 
     def wanted(self, message: discord.Message) -> bool:
@@ -404,9 +405,9 @@ class DiscordAdapter:
         for arg in cmd.args:
             kind: Any = Literal.__getitem__(arg.choices) if arg.choices else str
             params.append(inspect.Parameter(arg.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                            annotation=kind if arg.required else Optional[kind],
+                                            annotation=kind if arg.required else Optional[kind],  # noqa: UP045  (discord.py reads it at runtime)
                                             default=inspect.Parameter.empty if arg.required else None))
-        setattr(callback, "__signature__", inspect.Signature(params))  # what discord.py reads the options from
+        callback.__signature__ = inspect.Signature(params)  # what discord.py reads the options from
         if cmd.args:
             app_commands.describe(**{a.name: a.help for a in cmd.args})(callback)
         description = cmd.help

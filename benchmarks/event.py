@@ -235,7 +235,6 @@ def _discord_ack(bot: Any, model_s: float, n: int) -> list[float]:
 def main(args: argparse.Namespace, settings: object) -> int:
     from bot.actions import Actions
     from bot.app import Bot, load_embedder_from
-
     from memory.store import Store
 
     n = int(getattr(args, "events", 300))

@@ -49,8 +49,9 @@ def fill_vectors(store: Store, dim: int, seed: int = 3) -> np.ndarray:
 
 
 def main(args: argparse.Namespace, settings: object) -> int:
-    from bot.app import load_embedder_from
     from rank_bm25 import BM25Okapi
+
+    from bot.app import load_embedder_from
 
     embedder = load_embedder_from(settings)  # type: ignore[arg-type]
     sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]

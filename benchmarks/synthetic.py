@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Iterator
+from collections.abc import Iterator
 
 from memory.models import Message
 

@@ -13,8 +13,8 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from memory import privacy
 from memory.errors import ChorusError

@@ -16,15 +16,14 @@ from memory.llm.base import LLM, Completion, Options
 from memory.models import Message, ScopeKey, clean_text
 from memory.query.answer import Answerer, PersonaVoice
 from memory.query.compose import Budgets
-from memory.records import GROUP, PERSON_LAYERS
-from memory.writer.verify import RosterIndex
-from memory.records import Records
+from memory.records import GROUP, PERSON_LAYERS, Records
 from memory.records_sync import attach
-from memory.writer.insights import Persona
-from memory.writer.writer import Writer, WriterConfig
 from memory.search import Searcher
 from memory.store import Store
 from memory.timefmt import stamp
+from memory.writer.insights import Persona
+from memory.writer.verify import RosterIndex
+from memory.writer.writer import Writer, WriterConfig
 
 from .config import Settings
 from .ingest_queue import IngestQueue

@@ -8,8 +8,9 @@ command cannot exist on one platform and be missing, or worded differently, on a
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Generic, Literal, Mapping, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from .actions import Actions, Invoker
 from .replies import Reply
@@ -53,7 +54,7 @@ class Command(Generic[H]):
     slow: bool = False  # searches memory or calls a model: Discord runs it on the model pool
     private: bool = True  # Discord: the answer is shown only to whoever asked
     text_args: Callable[[str], dict[str, str]] | None = None  # how a text surface splits the words after the name
-    subcommands: tuple["Command[H]", ...] = ()
+    subcommands: tuple[Command[H], ...] = ()
     sub_dest: str = ""  # CLI: the namespace field naming the chosen subcommand
 
     def names(self) -> tuple[str, ...]:

@@ -154,7 +154,7 @@ def write(args: argparse.Namespace, settings: Settings) -> int:
             res = writer.retry_quarantined(args.retry_quarantined)
             print(f"window {args.retry_quarantined}: {res.status} ({res.accepted} records, {res.error or 'ok'})")
             return 0 if res.status == "committed" else 1
-        total = sum(l.pending_messages for l in writer.lag())
+        total = sum(lag.pending_messages for lag in writer.lag())
         with tqdm(total=total, desc="write", unit="msg", file=sys.stderr) as bar:
             def tick(res) -> None:
                 bar.update(res.n_messages)

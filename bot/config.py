@@ -100,7 +100,8 @@ class SearchSettings(Section):
 class AnswerSettings(Section):
     max_chars: int = Field(1800, ge=200, description="Longest answer posted to chat; longer ones are cut.")
     evidence_token_budget: int = Field(1500, ge=200, description="Token budget of the evidence pack.")
-    max_new_tokens: int = Field(48, ge=16, description="Generation budget of the model's one-sentence answer in tokens.")
+    max_new_tokens: int = Field(48, ge=16,
+                                description="Generation budget of the model's one-sentence answer in tokens.")
     policy: Literal["auto", "evidence", "model"] = Field(
         "auto", description="How replies are written. 'evidence': the best messages quoted with a short lead, no "
         "model call. 'model': the model may write a one-sentence lead over the quoted messages, shown only when a "

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from memory.errors import StoreError
 from memory.models import Message

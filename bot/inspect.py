@@ -15,8 +15,9 @@ import hashlib
 import hmac
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from memory.errors import ChorusError, StoreError

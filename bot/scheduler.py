@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -32,7 +32,7 @@ class WriterScheduler:
 
     def start(self) -> None:
         self._scheduler.add_job(self.run_once, "interval", seconds=self.interval_s, id="writer",
-                                max_instances=1, coalesce=True, next_run_time=datetime.now(timezone.utc))
+                                max_instances=1, coalesce=True, next_run_time=datetime.now(UTC))
         self._scheduler.start()
 
     def run_once(self) -> int:

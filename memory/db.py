@@ -8,10 +8,11 @@ IN (...) lists (``chunked`` and ``marks``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import fields
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, Sized, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import StoreError
 

@@ -43,7 +43,7 @@ class FusionParams:
     reply_meaning: float = 0.0
     length: float = 0.0  # weight of log(1 + characters) / 5: substantive messages over "lol"
 
-    def with_(self, **changes: object) -> "FusionParams":
+    def with_(self, **changes: object) -> FusionParams:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict:

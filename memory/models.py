@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .errors import InputError
 
@@ -83,7 +83,7 @@ class Message:
 
     @property
     def when(self) -> datetime:
-        return datetime.fromtimestamp(self.ts, tz=timezone.utc)
+        return datetime.fromtimestamp(self.ts, tz=UTC)
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class ScopeKey:
     channel: str
 
     @classmethod
-    def of(cls, msg: Message) -> "ScopeKey":
+    def of(cls, msg: Message) -> ScopeKey:
         return cls(msg.platform, msg.workspace, msg.channel)
 
 
@@ -122,7 +122,7 @@ class StoredMessage:
 
     @property
     def when(self) -> datetime:
-        return datetime.fromtimestamp(self.ts, tz=timezone.utc)
+        return datetime.fromtimestamp(self.ts, tz=UTC)
 
     def citation(self) -> str:
         """A stable, human-readable reference to this message."""

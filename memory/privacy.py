@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from .db import Connection, chunked, marks, named
 from .errors import StoreError
@@ -104,7 +105,7 @@ class _Scrubbing:
         self.store = store
         self.before = 0
 
-    def __enter__(self) -> "_Scrubbing":
+    def __enter__(self) -> _Scrubbing:
         with self.store.read() as conn:
             self.before = int(conn.execute("PRAGMA secure_delete").fetchone()[0])
             conn.execute("PRAGMA secure_delete = ON")
@@ -114,8 +115,9 @@ class _Scrubbing:
         try:
             if exc[0] is None:
                 with self.store.write() as conn:
-                    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
-                                                "sql LIKE 'CREATE VIRTUAL TABLE%fts5%' AND sql NOT LIKE '%fts5vocab%'").fetchall():
+                    fts_tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE "
+                                              "'CREATE VIRTUAL TABLE%fts5%' AND sql NOT LIKE '%fts5vocab%'").fetchall()
+                    for (name,) in fts_tables:
                         conn.execute(f"INSERT INTO {name}({name}) VALUES ('optimize')")
                 with self.store.read() as conn:
                     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -102,8 +102,8 @@ class Records:
 
     def ensure_vectors(self, embedder: Embedder) -> None:
         with self.store.write() as conn:
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS record_vec USING vec0("
-                         f"scope_id integer partition key, embedding float[{int(embedder.dim)}] distance_metric=cosine)")
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS record_vec USING vec0(scope_id integer partition key, "
+                         f"embedding float[{int(embedder.dim)}] distance_metric=cosine)")
         self.vector_dim = int(embedder.dim)
 
     def embed_missing(self, *, batch_size: int = 256, progress=None) -> int:

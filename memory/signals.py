@@ -5,8 +5,9 @@ its own in docs/retrieval.md.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from datetime import UTC
 
 from .ftsquery import terms
 
@@ -59,15 +60,15 @@ def pinned_periods(question: str, asked_at: float | None) -> list[tuple[float, f
     """The [start, end) periods, as timestamps, of the dates the question names."""
     if asked_at is None:
         return []
-    from datetime import date, datetime, time, timezone
+    from datetime import date, datetime, time
 
     from .query.dates import find_dates  # a leaf module: no cycle through the query package's users
 
     def stamp(d) -> float:
-        return datetime.combine(d, time(), tzinfo=timezone.utc).timestamp()
+        return datetime.combine(d, time(), tzinfo=UTC).timestamp()
 
     out = [(stamp(ref.start), stamp(ref.end)) for ref in find_dates(question, asked_at)]
-    today = datetime.fromtimestamp(asked_at, tz=timezone.utc).date()
+    today = datetime.fromtimestamp(asked_at, tz=UTC).date()
     for m in _MONTH.finditer(question):
         month = _MONTHS.index(m.group("month")[:3].lower()) + 1
         year = int(m.group("year")) if m.group("year") else today.year - (month > today.month)

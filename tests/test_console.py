@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_console(tmp_path: Path, script: str, *extra: str) -> subprocess.CompletedProcess:
     config = tmp_path / "config.toml"
-    config.write_text(f'[store]\npath = "{tmp_path / "chorus.db"}"\n[llm]\nmodel_path = "{tmp_path / "no-model.gguf"}"\n')
+    config.write_text(f'[store]\npath = "{tmp_path / "chorus.db"}"\n'
+                      f'[llm]\nmodel_path = "{tmp_path / "no-model.gguf"}"\n')
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "bot", "--config", str(config), "console", *extra],
                           input=script, capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from memory import privacy
-from memory.models import ScopeKey
 from memory.records import Records
 from memory.records_sync import attach
 from memory.store import Store

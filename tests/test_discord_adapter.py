@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import discord
 import pytest
@@ -179,7 +180,7 @@ class Harness:
         self.tmp_path, self.monkeypatch, self.adapter_kw = tmp_path, monkeypatch, adapter_kw
         self._seq = 0
 
-    async def __aenter__(self) -> "Harness":
+    async def __aenter__(self) -> Harness:
         self.api = MockDiscordAPI()
         await self.api.start()
         self.monkeypatch.setattr(discord.http.Route, "BASE", self.api.base)

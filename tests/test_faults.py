@@ -12,7 +12,6 @@ order, once it accepts them again.
 """
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess

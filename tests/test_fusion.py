@@ -1,22 +1,21 @@
 """Per-query fusion, chat signals, and the offline tuner scoring exactly what the searcher does."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
 from memory.datasets.base import Conversation, Question
-from memory.eval.features import _conversation
+from memory.eval.features import DatasetFeatures, _conversation
 from memory.eval.lodo import batch, score_hybrid
-from memory.eval.features import DatasetFeatures
 from memory.fusion import FusionParams, fuse, lexical_weight, replies_of, spread_authors, with_context
 from memory.models import ScopeKey
 from memory.search import Searcher
 from memory.signals import asks_each, dense_query, named_authors, pinned_periods
 from tests.conftest import msg
 
-T0 = datetime(2024, 3, 11, 12, tzinfo=timezone.utc).timestamp()
+T0 = datetime(2024, 3, 11, 12, tzinfo=UTC).timestamp()
 
 
 @pytest.mark.parametrize("method", ["score", "rrf"])
@@ -84,8 +83,8 @@ def test_signals_read_names_each_and_dates():
     (start, end), = pinned_periods("what happened last week?", T0)
     assert end - start == 7 * 86400 and end <= T0
     (start, end), = pinned_periods("what did we plan in March 2023?", T0)
-    assert datetime.fromtimestamp(start, timezone.utc).strftime("%Y-%m-%d") == "2023-03-01"
-    assert datetime.fromtimestamp(end, timezone.utc).strftime("%Y-%m-%d") == "2023-04-01"
+    assert datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%d") == "2023-03-01"
+    assert datetime.fromtimestamp(end, UTC).strftime("%Y-%m-%d") == "2023-04-01"
     assert pinned_periods("may I ask what you think?", T0) == []
     assert dense_query("When did Mel paint a sunrise?") == "Mel paint sunrise?"
 
@@ -116,7 +115,8 @@ def test_named_author_is_lifted(chat):
     s = Searcher(chat)
     q = "what did priya say about Lisbon"
     base = [h.message.msg_id for h in s.search(_scope(chat), q, k=8, params=FusionParams(method="score"))]
-    boosted = [h.message.msg_id for h in s.search(_scope(chat), q, k=8, params=FusionParams(method="score", author=1.0))]
+    boosted = [h.message.msg_id
+               for h in s.search(_scope(chat), q, k=8, params=FusionParams(method="score", author=1.0))]
     assert {base[0], base[1]} == {"1", "5"}  # the Lisbon messages, by bob and dave
     assert {boosted[0], boosted[1]} == {"4", "6"}  # priya's own messages once her name counts
 

@@ -17,17 +17,19 @@ import json
 import logging
 import string
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bot.actions import Actions, Invoker, guarded
 from bot.app import Bot
 from bot.command_table import run_text
 from bot.config import Settings
 from memory import privacy
-from memory.errors import ChorusError, InputError
+from memory.errors import InputError
 from memory.llm.fake import ScriptedLLM
 from memory.models import Message, ScopeKey, clean_text
 from memory.records import GROUP, LAYERS, PERSON_LAYERS, UTYPES, Records
@@ -419,7 +421,7 @@ def test_questions_with_nul_and_lone_surrogates_get_answers_with_the_real_embedd
         acts = Actions(bot)
         for question in ("launch code \ud83d?", "launch\x00 code", "\udfff", "launch code \ud83d\ude00"):
             for verb in ("ask ", "whosaid ", "timeline ", "profile "):
-                reply = guarded("q", lambda: run_text(acts, Invoker(KEY, "u1", "Alice"), verb + question))
+                reply = guarded("q", partial(run_text, acts, Invoker(KEY, "u1", "Alice"), verb + question))
                 assert not reply.text.startswith("Sorry"), (verb, question, reply.text)
     finally:
         bot.close()

@@ -21,13 +21,12 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
-from memory.errors import (ModelError, ModelSchemaError, ModelTimeoutError, ModelTruncatedError,
-                           ModelUnavailableError)
+from memory.errors import ModelError, ModelSchemaError, ModelTimeoutError, ModelTruncatedError, ModelUnavailableError
 from memory.llm.chat import messages_of
 from memory.llm.default_model import default_model_path, smollm2_path
 from memory.llm.openai_chat import OpenAIChatLLM

@@ -1,8 +1,7 @@
 """Query pipeline: projection rules, date resolution, rows per person, composition, citation post-check."""
 from __future__ import annotations
 
-import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -10,7 +9,7 @@ from memory.datasets import load_dataset
 from memory.eval.answer import locomo_f1, set_token_f1
 from memory.llm.fake import ScriptedLLM
 from memory.models import ScopeKey
-from memory.query.answer import ABSTAIN, Answerer
+from memory.query.answer import Answerer
 from memory.query.dates import annotate, find_dates
 from memory.query.project import ALL, project
 from memory.records import GROUP, NewRecord, Records
@@ -20,7 +19,7 @@ from tests.conftest import msg
 
 ROSTER = [Person(1, "u1", "Maya", ["May"], 5, 0, 0), Person(1, "u2", "Leo Park", [], 3, 0, 0),
           Person(1, "u3", "Priya", [], 2, 0, 0)]
-WED = datetime(2025, 3, 5, 12, tzinfo=timezone.utc).timestamp()
+WED = datetime(2025, 3, 5, 12, tzinfo=UTC).timestamp()
 
 
 @pytest.mark.parametrize("question, rows, tense", [
@@ -131,7 +130,8 @@ def test_row_items_that_repeat_an_excerpt_point_at_it(vstore):
         records.insert(conn, NewRecord(sid, "per_speaker_core", "fact", "ann", "ann", "I love climbing and  bouldering",
                                        1.0, 1, 1, 1.0, [vstore.find(ScopeKey("console", "w", "general"), "1").id], {}),
                        run_id=None, model="t", vector=None)
-    pack, prompt, _ = Answerer(vstore, Searcher(vstore), records, None).prepare([sid], "What does everyone think of climbing and chess?")
+    pack, prompt, _ = Answerer(vstore, Searcher(vstore), records, None).prepare(
+        [sid], "What does everyone think of climbing and chess?")
     n_ann = next(c.n for c in pack.excerpts if c.message.msg_id == "1")
     n_ben = next(c.n for c in pack.excerpts if c.message.msg_id == "2")
     assert f"Ann: now: as quoted in [{n_ann}]" in prompt and f"Ben: said [{n_ben}]" in prompt
@@ -169,7 +169,8 @@ def test_model_sentence_citing_a_message_the_reply_does_not_show_is_dropped(vsto
     vstore.ingest([msg(1, "The rehearsal is on Thursday at 8pm", author="Ann")])
     sid = vstore.scopes()[0].id
     llm = ScriptedLLM(["It is on Thursday at 8pm [1][7]."])
-    ans = Answerer(vstore, Searcher(vstore), Records(vstore), llm, policy="model").answer([sid], "When is the rehearsal?")
+    ans = Answerer(vstore, Searcher(vstore), Records(vstore), llm, policy="model").answer(
+        [sid], "When is the rehearsal?")
     assert ans.cited == [1] and "[7]" not in ans.text and not ans.generated
     assert any("[7]" in n for n in ans.notes)
     assert llm.calls[0].priority == "interactive" and "[1] Ann" in llm.calls[0].prompt
@@ -178,7 +179,8 @@ def test_model_sentence_citing_a_message_the_reply_does_not_show_is_dropped(vsto
 def test_model_sentence_shown_only_when_supported(vstore):
     vstore.ingest([msg(1, "The rehearsal is on Thursday at 8pm", author="Ann")])
     sid = vstore.scopes()[0].id
-    good = Answerer(vstore, Searcher(vstore), Records(vstore), ScriptedLLM(["Ann said the rehearsal is on Thursday at 8pm [1]."]),
+    good = Answerer(vstore, Searcher(vstore), Records(vstore),
+                    ScriptedLLM(["Ann said the rehearsal is on Thursday at 8pm [1]."]),
                     policy="model").answer([sid], "When is the rehearsal?")
     assert good.generated and good.text.startswith("Ann said the rehearsal is on Thursday at 8pm [1].")
     bad = Answerer(vstore, Searcher(vstore), Records(vstore), ScriptedLLM(["The rehearsal is on Friday at 9pm [1]."]),

@@ -245,7 +245,7 @@ def test_answer_is_handed_to_the_support_check_with_its_citations(chat_store):
     store, sid, records = chat_store
     reader, _ = reader_for(store, records, [
         call("search_evidence", query="spare amplifier", k=3),
-        lambda p: call("answer", text="Ann has the spare amplifier in her garage (#%d)." % ids_in(p, "Ann")[0],
+        lambda p: call("answer", text=f"Ann has the spare amplifier in her garage (#{ids_in(p, 'Ann')[0]}).",
                        cite=ids_in(p, "Ann")),
     ])
     result = reader.read([sid], "Who has the spare amplifier?")

@@ -34,7 +34,7 @@ T0 = 1_717_000_000.0
 # ---------------------------------------------------------------------- tokens only from the environment
 def test_settings_have_no_place_for_a_secret():
     def walk(model, prefix=""):
-        for name, field in type(model).model_fields.items():
+        for name in type(model).model_fields:
             value = getattr(model, name)
             if isinstance(value, BaseModel):
                 yield from walk(value, f"{prefix}{name}.")

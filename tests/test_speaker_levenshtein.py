@@ -6,8 +6,15 @@ import itertools
 import numpy as np
 import pytest
 
-from memory.speaker_levenshtein import (MemRecord, hungarian, owner_score, pair_similarity,
-                                        sequence_ratio, speaker_levenshtein, token_f1)
+from memory.speaker_levenshtein import (
+    MemRecord,
+    hungarian,
+    owner_score,
+    pair_similarity,
+    sequence_ratio,
+    speaker_levenshtein,
+    token_f1,
+)
 
 approx = pytest.approx
 

@@ -49,7 +49,7 @@ def test_real_model_windows_parse_and_records_reverify(tmp_path, llm, embedder):
     assert failing == []
     with store.read() as conn:
         runs = conn.execute("SELECT raw_output, accepted, rejected FROM writer_runs").fetchall()
-    for raw, acc, rej in runs:
+    for raw, _accepted, rej in runs:
         assert raw.startswith('{"actions"')
         for r in json.loads(rej):
             assert r["reason"]  # every rejection says why

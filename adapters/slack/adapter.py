@@ -10,8 +10,9 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient

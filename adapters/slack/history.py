@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from slack_sdk import WebClient
 

@@ -8,12 +8,16 @@ Retry-After says, and says so in the log.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.http_retry import RetryHandler
-from slack_sdk.http_retry.builtin_handlers import (ConnectionErrorRetryHandler, RateLimitErrorRetryHandler,
-                                                   ServerErrorRetryHandler)
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
@@ -34,18 +38,18 @@ class _WaitThrough:
         super().__init__(**kwargs)  # type: ignore[call-arg]
         self.sleep = sleep
 
-    def wait_s(self, state: RetryState, request: HttpRequest, response: Optional[HttpResponse]) -> float:
+    def wait_s(self, state: RetryState, request: HttpRequest, response: HttpResponse | None) -> float:
         return float(self.interval_calculator.calculate_sleep_duration(state.current_attempt))
 
     def prepare_for_next_attempt(self, *, state: RetryState, request: HttpRequest,
-                                 response: Optional[HttpResponse] = None, error: Optional[Exception] = None) -> None:
+                                 response: HttpResponse | None = None, error: Exception | None = None) -> None:
         state.next_attempt_requested = True
         self.sleep(self.wait_s(state, request, response))
         state.increment_current_attempt()
 
 
 class RateLimitRetry(_WaitThrough, RateLimitErrorRetryHandler):
-    def wait_s(self, state: RetryState, request: HttpRequest, response: Optional[HttpResponse]) -> float:
+    def wait_s(self, state: RetryState, request: HttpRequest, response: HttpResponse | None) -> float:
         headers = {str(k).lower(): v for k, v in ((response.headers if response else None) or {}).items()}
         value = headers.get("retry-after", "1")
         wait = float(value[0] if isinstance(value, list) else value)

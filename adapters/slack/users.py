@@ -10,8 +10,9 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError

@@ -7,7 +7,7 @@ Utterance uids restart at 0 in every scene, so msg_ids carry the scene name.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ..errors import DatasetError
@@ -22,7 +22,7 @@ _SCENE_RE = re.compile(r"s(\d+)_e(\d+)_c(\d+)", re.I)
 _WH = ("what", "who", "where", "why", "how", "when")
 _WH_ALIASES = {"whom": "who", "whose": "who"}
 # Synthetic clock: every episode starts on its own day, well apart from the others.
-_EPOCH = datetime(1994, 9, 22, 20, 0, tzinfo=timezone.utc)
+_EPOCH = datetime(1994, 9, 22, 20, 0, tzinfo=UTC)
 
 
 def question_category(qid: str, question: str) -> str:

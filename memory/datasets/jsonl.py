@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable
 
 from ..errors import ChorusError, DatasetError
 from ..models import Message
@@ -24,7 +24,7 @@ DEFAULT_CHANNEL = "import"
 DEFAULT_PLATFORM = "import"
 SYNTHETIC_GAP_S = 1.0
 # Used only when no line of the file carries a time at all.
-SYNTHETIC_START = datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
+SYNTHETIC_START = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 _KNOWN = {"speaker", "text", "ts", "channel", "id", "speaker_id", "reply_to", "thread", "platform",
           "workspace", "is_dm", "is_bot", "channel_name", "session", "extra"}
 

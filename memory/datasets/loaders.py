@@ -5,8 +5,8 @@ dependencies point one way and no import has to be deferred to break a circle.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..errors import DatasetError
 from .base import ALIASES, DATA_ENV, Conversation, default_path

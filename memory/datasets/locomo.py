@@ -6,7 +6,7 @@ Each sample becomes one Conversation whose messages keep LoCoMo's own dia_ids
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import DatasetError
@@ -41,7 +41,7 @@ def parse_locomo_time(text: str) -> float | None:
         return None
     h = int(hour) % 12 + (12 if ampm.lower() == "p" else 0)
     try:
-        dt = datetime(int(year), month, int(day), h, int(minute), tzinfo=timezone.utc)
+        dt = datetime(int(year), month, int(day), h, int(minute), tzinfo=UTC)
     except ValueError:
         return None
     return dt.timestamp()
@@ -91,7 +91,7 @@ def _sample(sample: object, index: int, path: Path) -> Conversation:
         if start is None:
             # Unknown date: keep order by placing the session a day after the last one.
             start = (prev_start + 86400.0) if prev_start is not None else datetime(
-                2023, 1, 1, tzinfo=timezone.utc).timestamp()
+                2023, 1, 1, tzinfo=UTC).timestamp()
         prev_start = start
         for k, turn in enumerate(turns):
             twhere = f"{where} session_{n} turn {k}"

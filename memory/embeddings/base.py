@@ -1,7 +1,8 @@
 """The embedding protocol the store and search rely on."""
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 

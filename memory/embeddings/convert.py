@@ -28,8 +28,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,8 @@ def _require_gguf() -> Any:
     try:
         import gguf
     except ImportError as exc:
-        raise EmbeddingError(f"Converting MiniLM to GGUF needs the `gguf` package ({exc}); " + _GGUF_HINT + ".") from exc
+        raise EmbeddingError(f"Converting MiniLM to GGUF needs the `gguf` package ({exc}); "
+                             + _GGUF_HINT + ".") from exc
     return gguf
 
 
@@ -267,7 +269,8 @@ def convert_minilm_to_gguf(
     expected = {f"{v}.{k}" for v in _GLOBAL_TENSORS.values() for k in ("weight", "bias")} - {
         "token_embd.bias", "position_embd.bias", "token_types.bias"
     }
-    expected |= {f"blk.{i}.{v}.{k}" for i in range(n_layers) for v in _LAYER_TENSORS.values() for k in ("weight", "bias")}
+    expected |= {f"blk.{i}.{v}.{k}" for i in range(n_layers) for v in _LAYER_TENSORS.values()
+                 for k in ("weight", "bias")}
 
     tensors: list[tuple[str, np.ndarray, Any]] = []
     for hf_name in sorted(weights):
@@ -290,7 +293,8 @@ def convert_minilm_to_gguf(
         )
     shapes = {name: data.shape for name, data, _ in tensors}
     if shapes["token_embd.weight"] != (len(tokens), hidden):
-        raise EmbeddingError(f"{weights_path}: word embeddings are {shapes['token_embd.weight']}, expected ({len(tokens)}, {hidden}).")
+        raise EmbeddingError(f"{weights_path}: word embeddings are {shapes['token_embd.weight']}, "
+                             f"expected ({len(tokens)}, {hidden}).")
 
     out = Path(out_path).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -32,9 +32,10 @@ import ctypes
 import os
 import queue
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -208,7 +209,8 @@ class GGUFEmbedder:
                 raise EmbeddingError(f"The tokenizer returned {len(seqs)} token lists for {len(texts)} texts.")
             n_vocab = self._n_vocab
             if any(t < 0 or t >= n_vocab for ids in seqs for t in ids):
-                raise EmbeddingError(f"The tokenizer produced token ids outside {self.model_path}'s vocabulary of {n_vocab}.")
+                raise EmbeddingError(f"The tokenizer produced token ids outside {self.model_path}'s vocabulary "
+                                     f"of {n_vocab}.")
         else:
             seqs = [list(self._llm.tokenize(t.encode("utf-8", "replace"), add_bos=True, special=False)) for t in texts]
         for i, tokens in enumerate(seqs):

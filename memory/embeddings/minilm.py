@@ -22,9 +22,10 @@ import json
 import math
 import os
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -283,7 +284,8 @@ class MiniLMEmbedder:
         from safetensors.numpy import load_file
 
         config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-        if config.get("hidden_act", "gelu") != "gelu" or config.get("position_embedding_type", "absolute") != "absolute":
+        if (config.get("hidden_act", "gelu") != "gelu"
+                or config.get("position_embedding_type", "absolute") != "absolute"):
             raise EmbeddingError(f"{directory} is not a BERT model with exact GELU and absolute positions")
         hidden = int(config["hidden_size"])
         if hidden != self.dim:
@@ -292,7 +294,8 @@ class MiniLMEmbedder:
         self._head_dim = hidden // self._heads
         self._eps = float(config.get("layer_norm_eps", 1e-12))
 
-        self._tokenizer, self.max_seq_length = minilm_tokenizer(directory, int(config.get("max_position_embeddings", 512)))
+        max_positions = int(config.get("max_position_embeddings", 512))
+        self._tokenizer, self.max_seq_length = minilm_tokenizer(directory, max_positions)
         max_len = self.max_seq_length
 
         w = load_file(str(directory / "model.safetensors"))

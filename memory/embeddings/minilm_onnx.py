@@ -7,16 +7,23 @@ mean pooling and normalisation are the numpy port's, so only the encoder differs
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from memory.errors import EmbeddingError
 
 from .base import normalize
-from .minilm import (MiniLMEmbedder, default_model_dir, length_sorted_batches, mean_pool, minilm_tokenizer,
-                     padded_batch, token_ids)
+from .minilm import (
+    MiniLMEmbedder,
+    default_model_dir,
+    length_sorted_batches,
+    mean_pool,
+    minilm_tokenizer,
+    padded_batch,
+    token_ids,
+)
 from .onnx_export import DTYPES, cached_minilm_onnx
 
 

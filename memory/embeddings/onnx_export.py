@@ -39,7 +39,8 @@ def _require(name: str) -> Any:
     try:
         return __import__(name)
     except ImportError as exc:
-        raise EmbeddingError(f"The `minilm-onnx` embedding backend needs the `{name}` package; {_INSTALL_HINT}.") from exc
+        raise EmbeddingError(f"The `minilm-onnx` embedding backend needs the `{name}` package; "
+                             f"{_INSTALL_HINT}.") from exc
 
 
 def build_minilm_onnx(model_dir: str | os.PathLike[str] | None, out: Path) -> Path:

@@ -42,7 +42,8 @@ class ConversationFeatures:
     n_gold: list[int] = field(default_factory=list)  # gold ids asked for (a gold id with no row counts as missed)
     cos: np.ndarray | None = None  # [questions, rows] similarity to the question as asked
     cos_rewrite: np.ndarray | None = None  # ... to the question without its asking words
-    bm25: dict[float, list[list[tuple[int, float]]]] = field(default_factory=dict)  # weight -> per question (row, score)
+    # weight -> per question (row, score)
+    bm25: dict[float, list[list[tuple[int, float]]]] = field(default_factory=dict)
     named: list[list[str]] = field(default_factory=list)
     each: list[bool] = field(default_factory=list)
     asked_at: float = 0.0  # when the questions are asked (pinned dates are read at scoring time)

@@ -273,7 +273,8 @@ def leave_one_out(batches: list[Batch], start: FusionParams = OLD_RRF, how: str 
         p = best.with_(**off)
         label = f"without {row}"
         if p == best:  # tuned off: show what turning it on costs or gains
-            p, label = best.with_(**SIGNALS_ON[row]), f"with {row} ({', '.join(f'{k}={v}' for k, v in SIGNALS_ON[row].items())})"
+            settings = ", ".join(f"{k}={v}" for k, v in SIGNALS_ON[row].items())
+            p, label = best.with_(**SIGNALS_ON[row]), f"with {row} ({settings})"
         ablations[label] = {b.name: _at(score_hybrid(b, p))[10] for b in batches}
     plain = best.with_(**{k: v for off in SIGNALS_OFF.values() for k, v in off.items() if k != "pool"})
     ablations["fusion alone (no chat signals, no adaptation)"] = {b.name: _at(score_hybrid(b, plain))[10]

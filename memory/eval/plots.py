@@ -9,8 +9,9 @@ the commands report in one line instead of failing the evaluation.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from memory.errors import ChorusError
 
@@ -125,9 +126,8 @@ def answer_plot(path: str | Path, report: dict[str, Any]) -> Path:
     categories = list(dict.fromkeys(c for rows in policies.values() for c in rows if c != "overall"))
     plt = _pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5.2), gridspec_kw={"width_ratios": [1.3, 2]})
-    _grouped_bars(left, [label for _, label in metrics],
-                  {p: [100 * rows.get(overall, {}).get(key, 0.0) for key, _ in metrics] for p, rows in policies.items()},
-                  ylabel="percent")
+    per_policy = {p: [100 * rows.get(overall, {}).get(key, 0.0) for key, _ in metrics] for p, rows in policies.items()}
+    _grouped_bars(left, [label for _, label in metrics], per_policy, ylabel="percent")
     left.set_title(f"{overall}: reply metrics per policy")
     # Per category: the first rate that is not zero everywhere (an all-zero panel says nothing).
     headline = next((m for m in metrics if any(rows.get(overall, {}).get(m[0]) for rows in policies.values())),

@@ -4,10 +4,10 @@ One pass per dataset composes each question's evidence once and builds the reply
 every ordering variant with declines switched off, keeping per question the cite hits,
 the answer recall and the evidence strength. The constants are then chosen offline:
 the ordering (promotion margin, and the relevance above which a reply shows only on-topic
-messages) by mean cite-hit@1 + cite-hit@3 over the tuning datasets, and the decline threshold as the strictest one that keeps false declines at
-or under ``FD_CAP`` on every tuning dataset (most declines on unanswerable questions
-first, where the tuning data has any). Each of LoCoMo, SocialMemBench and FriendsQA is
-held out in turn; the row "all three" is what the shipped defaults use.
+messages) by mean cite-hit@1 + cite-hit@3 over the tuning datasets, and the decline threshold
+as the strictest one that keeps false declines at or under ``FD_CAP`` on every tuning dataset
+(most declines on unanswerable questions first, where the tuning data has any). Each of LoCoMo,
+SocialMemBench and FriendsQA is held out in turn; the row "all three" is what the shipped defaults use.
 """
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ side in one pass so they see identical data.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from tqdm import tqdm
 

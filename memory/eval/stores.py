@@ -7,9 +7,9 @@ temporary folder), its messages ingested, questions asked an hour after the last
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from ..datasets import Conversation
 from ..embeddings.base import Embedder

@@ -7,8 +7,9 @@ whatever runs underneath.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, Sequence, TypedDict, Unpack, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, Unpack, runtime_checkable
 
 if TYPE_CHECKING:
     from .capabilities import Capabilities
@@ -120,7 +121,7 @@ class ChatLLM(LLM, Protocol):
     def chat(self, messages: Sequence[ChatMessage], *, max_tokens: int, **options: Unpack[Options]) -> Completion:
         ...
 
-    def capabilities(self) -> "Capabilities":
+    def capabilities(self) -> Capabilities:
         ...
 
 

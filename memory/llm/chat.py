@@ -9,7 +9,8 @@ with raw prompts stops working.
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import ModelError
 from .base import ChatMessage, Completion

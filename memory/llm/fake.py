@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence, Union
 
 from .base import Backend, ChatMessage, Completion, Request
 from .capabilities import Capabilities
 from .structured import parse_checked
 
-Response = Union[str, Callable[[str], str], BaseException]
+Response = str | Callable[[str], str] | BaseException
 
 
 class ScriptExhaustedError(AssertionError):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from ..errors import ModelError
 from .base import BACKGROUND, INTERACTIVE, check_priority

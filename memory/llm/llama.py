@@ -24,16 +24,17 @@ import os
 import random
 import threading
 import time
-from pathlib import Path
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
-from .constrained import generate_constrained
 from ..errors import ModelError
 from .base import Backend, ChatMessage, Completion, Request
 from .capabilities import Capabilities, choose_form
-from .structured import parse_checked
+from .constrained import generate_constrained
 from .gate import ModelGate
+from .structured import parse_checked
 
 SETUP_HINT = "run scripts/setup.sh (it builds llama-cpp-python with CPU flags that are safe on this machine)"
 CONFIG_KEY = "llm.model_path"
@@ -169,7 +170,8 @@ class LlamaCppLLM(Backend):
         except ImportError as err:
             raise ModelError(f"llama-cpp-python is not installed ({err}); {SETUP_HINT}") from None
         except OSError as err:  # the shared library is there but will not load
-            raise ModelError(f"llama-cpp-python is installed but its library failed to load ({err}); {SETUP_HINT}") from None
+            raise ModelError(f"llama-cpp-python is installed but its library failed to load ({err}); "
+                             f"{SETUP_HINT}") from None
         return llama_cpp
 
     def close(self) -> None:

@@ -23,7 +23,9 @@ import math
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from ..errors import ConfigError, ModelError, ModelTimeoutError, ModelUnavailableError
 from .base import Backend, ChatMessage, Completion, Request
@@ -206,7 +208,7 @@ class OpenAIChatLLM(Backend):
             if form == "chat" and "response_format" in extra:  # /completions takes it only as an extra field
                 fields["response_format"] = extra.pop("response_format")
             try:
-                return self._call(lambda: create(**fields, extra_body=extra or None)), mode
+                return self._call(partial(create, **fields, extra_body=extra or None)), mode
             except o.NotFoundError as err:
                 if form == "completion":
                     self._no_completions = True

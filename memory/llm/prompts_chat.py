@@ -10,7 +10,8 @@ see exactly the same facts and a change to one layout reaches both.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .base import ChatMessage
 from .chat import messages_of

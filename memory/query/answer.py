@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-
 from ..errors import ModelError
 from ..ftsquery import stem
 from ..llm.base import INTERACTIVE, LLM
@@ -44,7 +43,8 @@ Policy = Literal["evidence", "model"]
 # (docs/replies.md): the strictest value keeping false declines at or under 10% on each tuning split.
 DECLINE_BELOW = 0.05
 _CITE = re.compile(r"\[(\d{1,3})\]")
-_DONT_KNOW = re.compile(r"\b(i don'?t know|i do not know|not (mentioned|in the messages)|no (answer|information))\b", re.I)
+_DONT_KNOW = re.compile(r"\b(i don'?t know|i do not know|not (mentioned|in the messages)|no (answer|information))\b",
+                        re.I)
 
 
 @dataclass
@@ -107,7 +107,7 @@ class Answerer:
     def __init__(self, store: Store, searcher: Searcher, records: Records, llm: LLM | None, *,
                  persona: PersonaVoice | None = None, budgets: Budgets | None = None,
                  max_new_tokens: int = 48, policy: Policy = "evidence",
-                 decline_below: float = DECLINE_BELOW, reader: "Reader | None" = None) -> None:
+                 decline_below: float = DECLINE_BELOW, reader: Reader | None = None) -> None:
         self.store = store
         self.searcher = searcher
         self.composer = Composer(store, searcher, records, budgets)

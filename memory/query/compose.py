@@ -255,8 +255,9 @@ class Composer:
         b = self.budgets
         row = Row(key, "GROUP" if key == GROUP else name)
         heads_only = projection.tense == "head"
-        found = self.records.search(scope_ids, projection.issue, owners=[key], limit=b.row_k + (1 if key == GROUP else 0),
-                                    heads_only=heads_only, query_vec=qv, lexical_only=qv is None)
+        found = self.records.search(scope_ids, projection.issue, owners=[key],
+                                    limit=b.row_k + (1 if key == GROUP else 0), heads_only=heads_only, query_vec=qv,
+                                    lexical_only=qv is None)
         seen_chains: set[int] = set()
         for rec, _ in found:
             if rec.chain_id in seen_chains:

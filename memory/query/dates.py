@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -110,7 +110,7 @@ def _resolve(match: re.Match, today: date) -> DateRef | None:
 
 def find_dates(text: str, said_at: float) -> list[DateRef]:
     """Every date expression in ``text``, resolved against the moment it was said."""
-    today = datetime.fromtimestamp(said_at, tz=timezone.utc).date()
+    today = datetime.fromtimestamp(said_at, tz=UTC).date()
     found: list[DateRef] = []
     for m in _RELATIVE.finditer(text):
         ref = _resolve(m, today)

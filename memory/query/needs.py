@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 _NUM_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
               r"fifty|sixty|hundred|thousand|a|an|half|a couple of|a few|several|couple")
@@ -38,8 +38,9 @@ _MONEY = re.compile(r"[$€£¥]\s?\d|\d\s?(k\b|%|[$€£¥])|\b\d[\d,.]*\s*(eur
                     r"dollars?|bucks|pounds?|quid|grand)\b|\b(free|nothing|cost|costs|paid|pay|owe|owes|is|was|"
                     r"were|be|for|about|around|only|just)\s+\d[\d,.]*(?!\s*(am|pm|st|nd|rd|th|:|\.\d|o'?clock))\b",
                     re.I)
-_DURATION = re.compile(r"\b(\d[\d,.]*|" + _NUM_WORDS + r")[\s-]*(sec(ond)?s?|min(ute)?s?|h(ou)?rs?|hours?|days?|nights?|"
-                       r"weeks?|months?|years?|decades?)\b|\b(since|for ages|all day|all night|overnight)\b", re.I)
+_DURATION = re.compile(r"\b(\d[\d,.]*|" + _NUM_WORDS + r")[\s-]*(sec(ond)?s?|min(ute)?s?|h(ou)?rs?|hours?|days?|"
+                       r"nights?|weeks?|months?|years?|decades?)\b|\b(since|for ages|all day|all night|overnight)\b",
+                       re.I)
 _DATE = re.compile(r"\b(\d{1,2}(:\d{2})?\s*(am|pm)|\d{1,2}:\d{2}|\d{4}|\d{1,2}(st|nd|rd|th)|today|tonight|"
                    r"tomorrow|yesterday|weekend|(next|last|this) (week|month|year|time)|morning|afternoon|"
                    r"evening|noon|midnight|o'?clock|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
@@ -58,8 +59,8 @@ _MONTH_PIN = re.compile(r"\b(?:in|during|since|by|for|over|through|until|till|be
                         r"March|April|May|June|July|August|September|October|November|December)\b")
 _MONTH_NO = {m: i + 1 for i, m in enumerate(["January", "February", "March", "April", "May", "June", "July",
                                               "August", "September", "October", "November", "December"])}
-NEED_NAMES = {"money": "price or amount", "colour": "colour", "duration": "length of time", "name": "name", "date": "date or time",
-              "month": "mention of that month"}
+NEED_NAMES = {"money": "price or amount", "colour": "colour", "duration": "length of time", "name": "name",
+              "date": "date or time", "month": "mention of that month"}
 
 
 def need_of(question: str) -> str | None:

@@ -8,8 +8,8 @@ the full update history instead of the current state.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from ..ftsquery import terms
 from ..records import GROUP
@@ -33,8 +33,8 @@ _FULL_WORDS = re.compile(rf"\b({CHANGE_WORDS}|changing|before|earlier|at the tim
 # "Who said / suggested / gave X as the reason?": the answer is a verbatim message, and its author.
 _ATTRIBUTION = re.compile(r"\b(who|which of (them|the two|us|you|these))\b.{0,40}?\b(said|says|say|mentioned|"
                           r"suggested|proposed|asked|wrote|gave|claimed|brought up|pointed out|complained|"
-                          r"admitted|offered|came up with|told|insisted|argued|joked|called|pushed back|objected|voiced|raised|"
-                          r"cited|expressed)\b", re.I)
+                          r"admitted|offered|came up with|told|insisted|argued|joked|called|pushed back|objected|"
+                          r"voiced|raised|cited|expressed)\b", re.I)
 _WHO_OF = re.compile(r"(^|[.?!]\s+)(who|whose)\b", re.I)  # a sentence that asks which person
 _MENTION = re.compile(r"<@!?([A-Za-z0-9_.-]+)>|@([\w.-]+)")
 _QUESTION_WORDS = {"what", "who", "whom", "whose", "when", "where", "why", "how", "which", "did", "does", "do",

@@ -17,8 +17,9 @@ import json
 import logging
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import ModelError, ModelOutputError, ToolCallError
 from ..llm.base import INTERACTIVE, ChatMessage, Completion
@@ -166,7 +167,7 @@ class Reader:
                 break
         return self._result(loop, rnd, None, tools, final)
 
-    def _unusable(self, loop: "_Loop", rnd: int, err: ModelOutputError, t: float) -> None:
+    def _unusable(self, loop: _Loop, rnd: int, err: ModelOutputError, t: float) -> None:
         """Not a usable turn (not JSON, wrong shape, cut off): log it, tell the model, go on. The tokens
         it burnt count against the budget (estimated: a failed call reports no usage)."""
         spent_prompt, spent_out = self._estimate(loop.turns), self.llm.count_tokens(err.raw or "")
@@ -179,7 +180,7 @@ class Reader:
                        {"role": "user", "content": f"That was not a valid tool call ({err.reason[:200]}). "
                                                    "Reply with one JSON tool call."}]
 
-    def _step(self, loop: "_Loop", rnd: int, completion: Completion, data: Any, tools: ReaderTools, final: bool,
+    def _step(self, loop: _Loop, rnd: int, completion: Completion, data: Any, tools: ReaderTools, final: bool,
               t: float, *, blind: bool = False) -> FinalAnswer | None:
         """Log one parsed turn and run its tool; returns the final answer when the model gave one."""
         loop.prompt_tokens += completion.prompt_tokens
@@ -210,7 +211,7 @@ class Reader:
                  "ok" if entry.ok else f"error: {entry.error}")
         return None
 
-    def _result(self, loop: "_Loop", rnd: int, answer: FinalAnswer | None, tools: ReaderTools,
+    def _result(self, loop: _Loop, rnd: int, answer: FinalAnswer | None, tools: ReaderTools,
                 final: bool) -> ReaderResult:
         seconds = time.perf_counter() - loop.started
         if answer is None:

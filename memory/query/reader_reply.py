@@ -11,7 +11,8 @@ model error) leaves the draft untouched, so the caller's usual path runs.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ChorusError
 from .reply import Quoted, ReplyDraft, question_stems, quote_of
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def adopt(result: "ReaderResult", draft: ReplyDraft, stems: Sequence[str]) -> SupportResult:
+def adopt(result: ReaderResult, draft: ReplyDraft, stems: Sequence[str]) -> SupportResult:
     """Replace ``draft``'s quotes and lead with the reader's answer if it passes the support check."""
     if not result.answered:
         return SupportResult(False, reason=f"the reader gave no answer ({result.stopped})")
@@ -39,9 +40,9 @@ def adopt(result: "ReaderResult", draft: ReplyDraft, stems: Sequence[str]) -> Su
     return check
 
 
-def read_into(reader: "Reader", draft: ReplyDraft, scope_ids: Sequence[int], question: str, stems: Sequence[str],
+def read_into(reader: Reader, draft: ReplyDraft, scope_ids: Sequence[int], question: str, stems: Sequence[str],
               *, asked_at: float | None = None, exclude: frozenset[int] = frozenset()
-              ) -> tuple["ReaderResult", SupportResult]:
+              ) -> tuple[ReaderResult, SupportResult]:
     """Run the reader for ``question`` and adopt its answer into ``draft`` when it checks out."""
     result = reader.read(list(scope_ids), question, asked_at=asked_at, exclude=exclude)
     check = adopt(result, draft, stems)
@@ -53,7 +54,7 @@ def read_into(reader: "Reader", draft: ReplyDraft, scope_ids: Sequence[int], que
     return result, check
 
 
-def reader_answer(reader: "Reader", ans: Any, scope_ids: Sequence[int], question: str, roster: Sequence[Any], *,
+def reader_answer(reader: Reader, ans: Any, scope_ids: Sequence[int], question: str, roster: Sequence[Any], *,
                   asked_at: float | None = None, exclude: frozenset[int] = frozenset(), **_: Any) -> bool:
     """The ``Answerer`` hook: True when the reader's checked answer now is ``ans`` (an ``answer.Answer``).
 

@@ -11,8 +11,8 @@ scopes; nothing here is generated.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from ..ftsquery import terms
 from ..models import StoredMessage
@@ -189,7 +189,8 @@ class ReplyBuilder:
 
         ``weights`` are IDF weights of the question's stems in this store; ``per_author`` each
         member's best message for the question (for "each" and "who hasn't" questions); ``sims``
-        the question's cosine to candidate messages; ``follow_ups`` maps a message id to (message, the on-topic message it follows).
+        the question's cosine to candidate messages; ``follow_ups`` maps a message id to (message, the on-topic
+        message it follows).
         """
         sims = sims or {}
         members = [p for p in roster if not p.is_bot]
@@ -286,8 +287,8 @@ class ReplyBuilder:
         topic = set(content_stems(best.text)) & set(stems)
         for m, c in scored[1:]:
             # Same topic as the best message (a question word both hold), about as relevant, and later.
-            if m.ts > best.ts and (c >= 0.9 * rel_best or c >= 0.5 * rel_best and topic & set(content_stems(m.text))) and \
-                    _UPDATE_MSG.search(m.text) and (slot is None or has_slot(slot, m.text)):
+            if (m.ts > best.ts and (c >= 0.9 * rel_best or c >= 0.5 * rel_best and topic & set(content_stems(m.text)))
+                    and _UPDATE_MSG.search(m.text) and (slot is None or has_slot(slot, m.text))):
                 return m
         return None
 

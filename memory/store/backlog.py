@@ -6,7 +6,7 @@ Messages imported without vectors wait in the backlog (``embedded = 0``) until
 from __future__ import annotations
 
 import hashlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Self, Sequence
+from typing import Self
 
 from .. import migrate
 from ..db import BUSY_TIMEOUT_MS, Connection, DatabaseError, connect

@@ -6,7 +6,7 @@ transaction, and the change hooks let Track 2 retract records resting on what we
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..db import Connection, chunked, marks
 from ..models import Message, ScopeKey

@@ -5,7 +5,8 @@ runs inline), the scopes' session cursors and the roster change together or not 
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import numpy as np
 

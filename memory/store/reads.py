@@ -1,7 +1,7 @@
 """Reads of Track 1: a message by its platform id, by store ids, the latest, and a message's neighbours."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..db import chunked, marks
 from ..models import ScopeKey, StoredMessage

@@ -6,8 +6,9 @@ field names) through ``select_messages``, and scopes and the roster go through
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..db import Connection, select_into
 from ..models import ScopeKey, StoredMessage

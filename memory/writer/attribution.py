@@ -14,8 +14,8 @@ proposal is rejected with the reason.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from ..models import StoredMessage
 from ..records import GROUP_LAYERS

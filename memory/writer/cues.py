@@ -11,8 +11,8 @@ proposals then pass the same verification as the model's.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..models import StoredMessage
 from ..records import GROUP
@@ -29,7 +29,8 @@ DECISION = re.compile(
     r"|we'?re going with|locked in|that'?s the plan|it'?s a plan|(?:is|are|all) (?:confirmed|booked)|confirmed for"
     r"|booked for)\b|\b\w+ it is\b[.!]?", re.I)
 NORM = re.compile(
-    r"\b(rules? ?(?:for|of|is|are|:)|(?:house|ground|new|one|golden|the|our) rules?|from now on|(?:anyone|whoever|whoever's|the first one) (?:who )?\w* ?"
+    r"\b(rules? ?(?:for|of|is|are|:)|(?:house|ground|new|one|golden|the|our) rules?|from now on"
+    r"|(?:anyone|whoever|whoever's|the first one) (?:who )?\w* ?"
     r"(?:buys|pays|owes|has to|must|gets|loses|brings)|no one (?:is allowed|gets)|nobody (?:is allowed|gets|talks"
     r"|brings)|everyone (?:has to|must|needs to)|we always|we never|tradition"
     r"|no (?:talking|phones|work talk|shop talk|plus[- ]ones|cancelling|cancellations|excuses))\b", re.I)
@@ -37,14 +38,15 @@ DATE = re.compile(
     r"\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(today|tonight|tomorrow|weekend|next week|next month"
     r"|this week|this evening|morning|afternoon|evening)\b|\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b|\b\d{1,2}:\d\d\b"
     r"|\b\d{1,2}(?:st|nd|rd|th)\b|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\s+\d{1,2}\b", re.I)
-PLAN = re.compile(r"\b(let'?s|plan(?:s|ned|ning)?|going to|gonna|will|'ll|meet(?:ing)?|booked|book|schedul\w*|see you)\b",
-                  re.I)
+PLAN = re.compile(r"\b(let'?s|plan(?:s|ned|ning)?|going to|gonna|will|'ll|meet(?:ing)?|booked|book|schedul\w*"
+                  r"|see you)\b", re.I)
 CHANGE = re.compile(r"\b(change of plans?|moved to|moving to|postponed?|reschedul\w*|cancel+(?:ed|ing)?|called off"
                     r"|pushed (?:back|to)|no longer|not anymore|instead|switched to|changed my mind)\b", re.I)
 RESPONSIBLE_SELF = re.compile(
     r"\bI(?:'ll| will| can| am going to|'m going to|'m| am) (?:book|bring|pick|buy|get|handle|sort|organi[sz]e"
     r"|drive|call|cook|pay|host|make|take care|grab|collect|send|order|set up|reserve|arrange|cover)\w*\b", re.I)
-HAS_THE = r"(?:has|have|got|is bringing|is booking|will bring|will book|'ll bring|'ll book|is (?:in charge|on)|is handling)"
+HAS_THE = (r"(?:has|have|got|is bringing|is booking|will bring|will book|'ll bring|'ll book|is (?:in charge|on)"
+           r"|is handling)")
 STANCE = re.compile(
     r"\b(?:I|I'd|I'm|I am|I really|I still|I do(?:n't)?)\s+(?:prefer|vote|think|love|hate|like|don't like|can't stand"
     r"|can't do|can't eat|would rather|'d rather|rather|want|need|am against|am for|am not|believe|feel)\b"

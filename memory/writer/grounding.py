@@ -8,8 +8,8 @@ the ground for a record.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..ftsquery import STOPWORDS, stem, terms
 

@@ -7,8 +7,9 @@ provenance, so they can always be traced back to chat messages.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..records import GROUP, INSIGHT_LAYER, PERSONA, NewRecord
 from .grounding import content_terms, near_duplicate

@@ -7,7 +7,7 @@ instruction-tuned ones.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..models import StoredMessage
 from ..records import Record

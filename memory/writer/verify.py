@@ -8,11 +8,19 @@ can read in ``writer_runs``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..models import StoredMessage
-from ..records import GROUP, GROUP_LAYERS, PERSON_LAYERS, WRITER_LAYERS, WRITER_UTYPES, NewRecord, Record, parse_entry_id
+from ..records import (
+    GROUP,
+    GROUP_LAYERS,
+    PERSON_LAYERS,
+    NewRecord,
+    Record,
+    parse_entry_id,
+)
 from ..store import Person
 from .attribution import check_filing
 from .cues import People

@@ -10,21 +10,21 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
+from ..db import named
 from ..errors import ModelError, ModelOutputError
 from ..llm.base import BACKGROUND, LLM, Completion
 from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
 from ..llm.prompts_chat import insight_messages, writer_messages
 from ..models import StoredMessage
-from ..db import named
 from ..records import GROUP, INSIGHT_LAYER, NewRecord, Record, Records
 from ..store import Store, select_messages
 from .cues import propose as propose_cues
+from .grounding import near_duplicate
 from .insights import Persona, insight_prompt, insight_schema, verify_insights
 from .prompt import action_schema, build_prompt, extract_text
-from .grounding import near_duplicate
 from .verify import Rejection, RosterIndex, max_actions, parse_actions, salvage_actions, verify
 
 # Most actions the grammar lets one window produce; small models otherwise repeat themselves
@@ -296,7 +296,8 @@ class Writer:
 
     def _advance(self, conn, window: Window, *, failures: int, error: str | None) -> None:
         if window.quarantine_id is not None:
-            conn.execute("UPDATE writer_quarantine SET released_at = ? WHERE id = ?", (self.clock(), window.quarantine_id))
+            conn.execute("UPDATE writer_quarantine SET released_at = ? WHERE id = ?",
+                         (self.clock(), window.quarantine_id))
             return  # a retried quarantined window does not move the live watermark
         self._set_state(conn, window.scope_id, window.last_id, failures, error)
 
