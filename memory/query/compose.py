@@ -102,8 +102,9 @@ class EvidencePack:
                     if not ((r.key == GROUP and not group_rows) or (r.key != GROUP and not person_rows))]
             for level in range(max((len(r.items) for r in rows), default=0)):
                 for row in rows:
-                    if level < len(row.items) and row.items[level].cite:
-                        m = row.items[level].cite.message
+                    cite = row.items[level].cite if level < len(row.items) else None
+                    if cite:
+                        m = cite.message
                         if all(p.id != m.id for p in provenance):
                             provenance.append(m)
         hits = [h.message for h in self.hits] if track1 else []
