@@ -116,7 +116,7 @@ class Searcher:
         if vec is None:
             embedder = self.store.embedder
             try:
-                vec = embedder.embed([text])[0]  # type: ignore[union-attr]
+                vec = embedder.embed([text])[0]  # type: ignore[union-attr]  # None: an EmbeddingError below
             except EmbeddingError:
                 raise
             except Exception as exc:  # the model is third-party code: name it in the error
