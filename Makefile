@@ -1,5 +1,5 @@
-# The two commands from the README.
-.PHONY: run test setup
+# The commands from the README.
+.PHONY: run test lint setup
 
 setup:
 	bash scripts/setup.sh
@@ -9,3 +9,8 @@ run: setup
 
 test: setup
 	.venv/bin/python -m pytest -q
+
+# Lint and types (the settings are in pyproject.toml): ruff over the tree, mypy over the engine.
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/mypy

@@ -17,15 +17,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .errors import StoreError
 
 try:  # pysqlite3-binary ships a modern SQLite that can load extensions.
-    import pysqlite3.dbapi2 as sqlite3  # type: ignore[import-not-found]
+    import pysqlite3.dbapi2 as sqlite3
 except ImportError:  # pragma: no cover - exercised only on machines without it
-    import sqlite3  # type: ignore[no-redef]
+    import sqlite3
 
 import sqlite_vec
 
 BUSY_TIMEOUT_MS = 10_000
 Connection = Any  # pysqlite3 and sqlite3 connections share the DB-API shape
-Row = sqlite3.Row
+if TYPE_CHECKING:
+    from sqlite3 import Row  # pysqlite3's Row is the stdlib's, built against a newer SQLite
+else:
+    Row = sqlite3.Row
 # Ids per IN (...) list: well under SQLite's bound-variable limit, and one statement per chunk stays cheap.
 CHUNK = 500
 

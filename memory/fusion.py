@@ -12,10 +12,13 @@ fusion is kept as the other method, under the same per-query weight.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any, TypeVar
 
 import numpy as np
 
+A = TypeVar("A", bound=Hashable)  # an author: an id string, or an integer code in the LODO batches
 PEAK_RANK = 10  # peakedness compares a list's head with its result at this rank
 
 
@@ -43,8 +46,8 @@ class FusionParams:
     reply_meaning: float = 0.0
     length: float = 0.0  # weight of log(1 + characters) / 5: substantive messages over "lol"
 
-    def with_(self, **changes: object) -> FusionParams:
-        return replace(self, **changes)  # type: ignore[arg-type]
+    def with_(self, **changes: Any) -> FusionParams:
+        return replace(self, **changes)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -150,7 +153,7 @@ def fuse(lex: np.ndarray, lex_in: np.ndarray, sem: np.ndarray, sem_in: np.ndarra
     return np.where(union, fused, -np.inf)
 
 
-def spread_authors(order: list[int], authors: list[str], wanted: list[str], k: int) -> list[int]:
+def spread_authors(order: list[int], authors: Sequence[A], wanted: Sequence[A], k: int) -> list[int]:
     """Re-order so the first ``k`` hold each wanted author's best candidate ("what does each of us think").
 
     ``order`` is best first; each wanted author's first appearance is promoted into the top k,
@@ -158,7 +161,7 @@ def spread_authors(order: list[int], authors: list[str], wanted: list[str], k: i
     """
     if not wanted or k <= 0:
         return order
-    best: dict[str, int] = {}
+    best: dict[A, int] = {}
     for pos, a in enumerate(authors):
         if a in wanted and a not in best:
             best[a] = pos

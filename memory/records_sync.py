@@ -7,15 +7,19 @@ remains and retracted if no longer grounded. Insights citing a retracted fact go
 """
 from __future__ import annotations
 
+import weakref
+
 from .db import Connection
 from .records import Records
 from .store import Store
 from .writer.grounding import ground
 
+_ATTACHED: weakref.WeakSet[Store] = weakref.WeakSet()  # stores whose hooks are registered
+
 
 def attach(store: Store, records: Records, *, threshold: float = 0.5) -> None:
     """Register the Track 2 hooks on ``store`` (idempotent per store)."""
-    if getattr(store, "_track2_attached", False):
+    if store in _ATTACHED:
         return
 
     def on_change(conn: Connection, message_ids: list[int], reason: str) -> None:
@@ -46,7 +50,7 @@ def attach(store: Store, records: Records, *, threshold: float = 0.5) -> None:
 
     store.change_hooks.append(on_change)
     store.forget_person_hooks.append(on_forget_person)
-    store._track2_attached = True  # type: ignore[attr-defined]
+    _ATTACHED.add(store)
 
 
 def cascade(conn: Connection, records: Records, retracted: list[int], reason: str) -> None:

@@ -37,7 +37,8 @@ class _Mirror:
     ts: np.ndarray
     rows_by_msg: dict = field(default_factory=dict)  # (scope-local) msg_id -> row
     rows_by_turn: dict = field(default_factory=dict)  # (session, turn) -> row
-    order: np.ndarray | None = None  # argsort of ids, for looking rows up by message id
+    # argsort of ids, for looking rows up by message id (every mirror is built with it)
+    order: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def rows_of(ids: np.ndarray, order: np.ndarray, wanted) -> np.ndarray:
@@ -137,7 +138,7 @@ class VectorIndex:
             return DenseScores(empty, np.zeros(0, dtype=np.float32), np.zeros(0, dtype=object), empty, empty, empty,
                                empty, np.zeros(0))
         if len(parts) == 1:
-            return DenseScores(*parts[0])  # type: ignore[arg-type]
+            return DenseScores(*parts[0])
         ids = np.concatenate([p[0] for p in parts])
         offsets = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
         shift = [lambda a, o=o: np.where(a >= 0, a + o, -1) for o in offsets]
@@ -156,8 +157,7 @@ class VectorIndex:
             mirror = self._fresh(sid) if self.store.vector_dim is not None else None
             if mirror is None or len(mirror.ids) == 0:
                 continue
-            order = mirror.order if mirror.order is not None else np.argsort(mirror.ids, kind="stable")
-            rows = rows_of(mirror.ids, order, want)
+            rows = rows_of(mirror.ids, mirror.order, want)
             found = rows >= 0
             for mid, sim in zip(want[found], mirror.matrix[rows[found]] @ q):
                 out[int(mid)] = float(sim)
@@ -237,7 +237,7 @@ class VectorIndex:
                     col = dict(zip(_LOAD_NAMES, zip(*new)))
                     ids = np.fromiter(col["id"], dtype=np.int64, count=len(new))
                     authors = np.array(col["author_id"], dtype=object)
-                    vecs = np.empty((len(ids), self.store.vector_dim), dtype=np.float32)
+                    vecs = np.empty((len(ids), self.store.vector_dim or 0), dtype=np.float32)
                     pos = {int(i): n for n, i in enumerate(ids)}
                     for chunk in chunked(ids.tolist()):
                         for rid, blob in conn.execute(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from ..errors import DatasetError
 from ..models import Message
@@ -115,9 +116,9 @@ def _msg_id(prefix: str, uid: object) -> str:
     return f"{prefix}_u{int(text):03d}" if text.isdigit() else f"{prefix}_u{text}"
 
 
-def _question(qa: object, qi: int, title: str, uid_map: dict[str, str], where: str) -> tuple[Question, int]:
+def _question(qa: dict[str, Any], qi: int, title: str, uid_map: dict[str, str], where: str) -> tuple[Question, int]:
     text = str(require(qa, "question", where))
-    qid = str(qa.get("id") or f"{title}_q{qi}")  # type: ignore[union-attr]
+    qid = str(qa.get("id") or f"{title}_q{qi}")
     answers = require(qa, "answers", where, list)
     evidence: list[str] = []
     dropped = 0

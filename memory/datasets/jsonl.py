@@ -45,9 +45,9 @@ def read_jsonl(path: str | Path) -> list[Message]:
             raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(obj, dict):
             raise DatasetError(f"{where}: expected a JSON object, found {type(obj).__name__}")
-        for key in ("speaker", "text"):
-            if key not in obj:
-                raise DatasetError(f"{where}: missing required key {key!r}")
+        for required in ("speaker", "text"):
+            if required not in obj:
+                raise DatasetError(f"{where}: missing required key {required!r}")
         if not isinstance(obj["text"], str):
             raise DatasetError(f"{where}: 'text' should be a string, found {type(obj['text']).__name__}")
         if not str(obj["speaker"] or "").strip():

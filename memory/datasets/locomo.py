@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from ..errors import DatasetError
 from ..models import Message
@@ -111,40 +112,40 @@ def _sample(sample: object, index: int, path: Path) -> Conversation:
                         speakers=speakers, dropped_evidence=dropped)
 
 
-def _turn(turn: object, k: int, n: int, start: float, sample_id: str, stamp: object, where: str) -> Message:
+def _turn(turn: dict[str, Any], k: int, n: int, start: float, sample_id: str, stamp: object, where: str) -> Message:
     speaker = str(require(turn, "speaker", where))
     dia_id = str(require(turn, "dia_id", where)).strip()
     text = require(turn, "text", where)
     text = "" if text is None else str(text)
     extra: dict = {"session_date_time": stamp}
-    caption = turn.get("blip_caption")  # type: ignore[union-attr]
+    caption = turn.get("blip_caption")
     if caption:
         # Photos are part of what was said; keep the caption so nothing is lost.
         text = f"{text} [shares a photo: {caption}]".strip()
         extra["blip_caption"] = caption
         for key in ("img_url", "query"):
-            if turn.get(key):  # type: ignore[union-attr]
-                extra[key] = turn[key]  # type: ignore[index]
+            if turn.get(key):
+                extra[key] = turn[key]
     return make_message(
         where, platform=PLATFORM, workspace="", channel=sample_id, msg_id=dia_id,
         author_id=speaker, author_name=speaker, text=text,
         ts=start + k * TURN_GAP_S, session_hint=n, extra=extra)
 
 
-def _question(item: object, qi: int, sample_id: str, known: set[str], where: str) -> tuple[Question, int]:
+def _question(item: dict[str, Any], qi: int, sample_id: str, known: set[str], where: str) -> tuple[Question, int]:
     text = str(require(item, "question", where))
     category = str(require(item, "category", where)).strip()
-    ids, unparsable = parse_evidence(item.get("evidence"))  # type: ignore[union-attr]
+    ids, unparsable = parse_evidence(item.get("evidence"))
     evidence = [e for e in ids if e in known]
     dropped = unparsable + len(ids) - len(evidence)
     adversarial = category == ADVERSARIAL_CATEGORY
-    extra: dict = {"raw_evidence": item.get("evidence")}  # type: ignore[union-attr]
+    extra: dict = {"raw_evidence": item.get("evidence")}
     if adversarial:
         # The right reply is to abstain; the trap answer is kept for scoring.
         answer = None
-        extra["adversarial_answer"] = item.get("adversarial_answer")  # type: ignore[union-attr]
-        if "answer" in item:  # type: ignore[operator]
-            extra["reference_answer"] = item["answer"]  # type: ignore[index]
+        extra["adversarial_answer"] = item.get("adversarial_answer")
+        if "answer" in item:
+            extra["reference_answer"] = item["answer"]
     else:
         raw = require(item, "answer", where)
         answer = str(raw)

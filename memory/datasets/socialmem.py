@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ..errors import DatasetError
 from ..models import Message
@@ -16,6 +17,7 @@ from .base import Conversation, Question, dedupe, make_message, parse_iso, read_
 
 PLATFORM = "socialmem"
 FALLBACK_GAP_S = 60.0
+D = TypeVar("D", int, None)
 _TURN_NUMBER = re.compile(r"(?:^|_t)(\d+)$")
 
 
@@ -95,12 +97,12 @@ def load_network(path: Path) -> Conversation:
                         speakers=_speakers(data.get("speakers"), messages), dropped_evidence=dropped)
 
 
-def _question(item: object, qi: int, conv_id: str, known: set[str],
+def _question(item: dict[str, Any], qi: int, conv_id: str, known: set[str],
               by_position: dict[tuple[int, int], str], where: str) -> tuple[Question, int]:
     text = str(require(item, "question", where))
     category = str(require(item, "category", where)).strip()
     answer = require(item, "answer", where)
-    anchors = item.get("evidence_anchors") or []  # type: ignore[union-attr]
+    anchors = item.get("evidence_anchors") or []
     if not isinstance(anchors, list):
         raise DatasetError(f"{where}: 'evidence_anchors' should be a list")
     evidence: list[str] = []
@@ -111,10 +113,10 @@ def _question(item: object, qi: int, conv_id: str, known: set[str],
             dropped += 1
         else:
             evidence.append(resolved)
-    extra = {k: item[k] for k in ("difficulty", "answer_format", "options", "correct_option",  # type: ignore[index]
-                                 "temporal_anchors") if k in item}  # type: ignore[operator]
+    extra: dict[str, Any] = {k: item[k] for k in ("difficulty", "answer_format", "options", "correct_option",
+                                                  "temporal_anchors") if k in item}
     extra["evidence_anchors"] = anchors
-    return Question(id=str(item.get("id") or f"{conv_id}:q{qi}"), question=text,  # type: ignore[union-attr]
+    return Question(id=str(item.get("id") or f"{conv_id}:q{qi}"), question=text,
                     answer=None if answer is None else str(answer), category=category,
                     evidence=dedupe(evidence), adversarial=_unanswerable(item, category), extra=extra), dropped
 
@@ -155,8 +157,8 @@ def _try_iso(value: object) -> float | None:
         return None
 
 
-def _as_int(value: object, default: int | None) -> int | None:
+def _as_int(value: object, default: D) -> int | D:
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[call-overload]  # any JSON value; int() failing is the default
     except (TypeError, ValueError):
         return default

@@ -89,7 +89,8 @@ def _model_dir(model_dir: str | os.PathLike[str] | None) -> Path:
     return Path(model_dir).expanduser()
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path) -> Any:
+    """A model folder's JSON file (config.json is an object, modules.json a list)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

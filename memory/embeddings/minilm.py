@@ -152,8 +152,8 @@ def padded_batch(ids: list[list[int]], lengths: np.ndarray, idx: np.ndarray, id_
                  mask_dtype: type) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of the texts ``idx`` right-padded to the longest of them, and the matching 1/0 mask."""
     seq_len = int(lengths[idx].max())
-    batch_ids = np.zeros((len(idx), seq_len), dtype=id_dtype)
-    mask = np.zeros((len(idx), seq_len), dtype=mask_dtype)
+    batch_ids: np.ndarray = np.zeros((len(idx), seq_len), dtype=id_dtype)
+    mask: np.ndarray = np.zeros((len(idx), seq_len), dtype=mask_dtype)
     for row, j in enumerate(idx):
         k = int(lengths[j])
         batch_ids[row, :k] = ids[j]
@@ -359,7 +359,8 @@ class MiniLMEmbedder:
         block = min(chunk, _GELU_BLOCK_ROWS)
         inter = self._layers[0].w_i.shape[1]
         h_buf = np.empty((chunk, inter), dtype=np.float32)
-        scratch = tuple(np.empty((block, inter), dtype=np.float32) for _ in range(3))
+        scratch = (np.empty((block, inter), dtype=np.float32), np.empty((block, inter), dtype=np.float32),
+                   np.empty((block, inter), dtype=np.float32))
 
         for layer in self._layers:
             qkv = x @ layer.w_qkv
@@ -390,7 +391,8 @@ class MiniLMEmbedder:
                 h += layer.b_i
                 for g in range(0, e - s, block):
                     g_end = min(e - s, g + block)
-                    _gelu_(h[g:g_end], tuple(buf[: g_end - g] for buf in scratch))
+                    n = g_end - g
+                    _gelu_(h[g:g_end], (scratch[0][:n], scratch[1][:n], scratch[2][:n]))
                 np.matmul(h, layer.w_o2, out=out[s:e])
             out += layer.b_o2
             out += x

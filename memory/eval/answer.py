@@ -18,13 +18,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
 from ..datasets import load_dataset
 from ..embeddings.base import Embedder
 from ..llm.base import LLM
-from ..query.answer import Answer, Answerer, PersonaVoice
+from ..query.answer import DECLINE_BELOW, Answer, Answerer, PersonaVoice
 from ..query.support import content_stems
 from ..records import Records
 from ..search import Searcher
@@ -205,16 +206,16 @@ def evaluate_replies(dataset: str, *, data: str | Path | None, embedder: Embedde
     todo = sum(min(len(c.questions), max_questions or 10**9) for c in conversations)
     bar = tqdm(total=todo, desc=f"eval answer {dataset}", unit="q", disable=not progress)
     model_left = model_questions
-    kw = {} if decline_below is None else {"decline_below": decline_below}
     for cs in conversation_stores(conversations, embedder, store_dir=store_dir):
         store, conv, scope_ids = cs.store, cs.conv, cs.scope_ids
         searcher = Searcher(store)
-        answerer = Answerer(store, searcher, Records(store), llm, persona=persona, **kw)
+        answerer = Answerer(store, searcher, Records(store), llm, persona=persona,
+                            decline_below=DECLINE_BELOW if decline_below is None else decline_below)
         for q in conv.questions[: max_questions or None]:
             bar.update(1)
             report.questions += 1
-            item = {"id": q.id, "conversation": conv.id, "category": q.category, "question": q.question,
-                    "gold": q.answer, "gold_evidence": q.evidence, "unanswerable": q.adversarial}
+            item: dict[str, Any] = {"id": q.id, "conversation": conv.id, "category": q.category, "question": q.question,
+                                    "gold": q.answer, "gold_evidence": q.evidence, "unanswerable": q.adversarial}
             search_r3 = None  # hybrid search's recall@3 for this question, the reference for cite-hit@3
             if q.evidence:
                 top3 = {h.message.msg_id for h in searcher.search(scope_ids, q.question, k=3)}
@@ -227,7 +228,9 @@ def evaluate_replies(dataset: str, *, data: str | Path | None, embedder: Embedde
                     text, cited = _baseline(searcher, scope_ids, q.question)
                     declined, extra = not cited, {}
                 else:
-                    ans = answerer.answer(scope_ids, q.question, asked_at=cs.asked_at, policy=policy)  # type: ignore[arg-type]
+                    # policy: a str the caller checked against POLICIES, so one of Answerer's policies here
+                    ans = answerer.answer(scope_ids, q.question, asked_at=cs.asked_at,
+                                          policy=policy)  # type: ignore[arg-type]
                     text, cited, declined = ans.text, ans.cited_messages, ans.abstained
                     extra = {"kind": ans.draft.kind if ans.draft else "", "strength":
                              round(ans.draft.strength, 4) if ans.draft else 0.0,

@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from ..datasets import load_dataset
 from ..embeddings.base import Embedder
+from ..errors import StoreError
 from ..search import HYBRID_BM25_MAX_DF, Searcher
 from ..signals import dense_query, read_question
 from ..store import Store
@@ -64,6 +65,8 @@ class DatasetFeatures:
 def _conversation(store: Store, searcher: Searcher, conv, asked_at: float) -> ConversationFeatures:
     sid = store.scopes()[0].id
     mirror = searcher.vectors.mirror(sid)
+    if mirror is None:
+        raise StoreError(f"scope {sid} of {conv.id} has no vectors: embed the store before computing features")
     order = np.argsort(mirror.ids, kind="stable")
     ids = mirror.ids[order]
     back = np.empty_like(order)

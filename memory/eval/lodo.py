@@ -106,6 +106,8 @@ def batch(feats: DatasetFeatures) -> Batch:
     cats: list[str] = []
     i = 0
     for c in convs:
+        if c.cos is None or c.cos_rewrite is None:  # no question with evidence: nothing to add
+            continue
         m = len(c.ids)
         codes = {a: j for j, a in enumerate(sorted(set(c.authors)))}
         code_row = np.array([codes[a] for a in c.authors], dtype=np.int32)
@@ -162,7 +164,7 @@ def score_hybrid(b: Batch, p: FusionParams) -> dict[int, np.ndarray]:
         for i in np.flatnonzero(b.each & (b.roster <= K)):
             full = [int(x) for x in np.argsort(-fused[i], kind="stable") if np.isfinite(fused[i, x])]
             wanted = sorted({int(c) for c in b.author_code[i] if c >= 0})
-            spread = spread_authors(full, [int(b.author_code[i, x]) for x in full], wanted, K)[:K]  # type: ignore[arg-type]
+            spread = spread_authors(full, [int(b.author_code[i, x]) for x in full], wanted, K)[:K]
             order[i, :len(spread)] = spread
     return _recalls(b, order, fused)
 

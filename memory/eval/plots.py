@@ -9,7 +9,7 @@ the commands report in one line instead of failing the evaluation.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def _grouped_bars(ax: Any, groups: Sequence[str], series: dict[str, Sequence[float]], *, ylabel: str) -> None:
+def _grouped_bars(ax: Any, groups: Sequence[str], series: Mapping[str, Sequence[float]], *, ylabel: str) -> None:
     """One cluster of bars per group, one bar per series, with a legend."""
     n = max(1, len(series))
     width = 0.8 / n
@@ -96,7 +96,7 @@ def retrieval_plot(path: str | Path, report: dict[str, Any]) -> Path:
 
 def _policies(results: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
     """``{policy: {category: metrics}}`` from an answer report, with or without a policy level."""
-    sample = next(iter(results.values()), {})
+    sample: Any = next(iter(results.values()), {})
     if sample and all(isinstance(v, dict) for v in sample.values()):
         return results
     return {"answer": results}

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from ..datasets import Conversation, load_dataset
 from ..embeddings.base import Embedder
-from ..search import Searcher
+from ..search import Mode, Searcher
 from ..store import Store
 from .report import markdown_table, mean
 from .stores import conversation_stores
@@ -38,9 +38,9 @@ class EvalContext:
 System = Callable[[EvalContext, str, int], list[str]]
 
 
-def track1(mode: str) -> System:
+def track1(mode: Mode) -> System:
     def run(ctx: EvalContext, question: str, k: int) -> list[str]:
-        return [h.message.msg_id for h in ctx.searcher.search(ctx.scope_ids, question, k=k, mode=mode,  # type: ignore[arg-type]
+        return [h.message.msg_id for h in ctx.searcher.search(ctx.scope_ids, question, k=k, mode=mode,
                                                               asked_at=ctx.asked_at)]
     return run
 

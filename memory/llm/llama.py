@@ -318,6 +318,7 @@ class LlamaCppLLM(Backend):
             reused = self._reusable_prefix(llama, tokens)
             self._perf_reset(llama)
             started = time.perf_counter()
+            result: dict[str, Any]  # create_completion's response shape, which the grammar path builds too
             try:
                 if grammar is not None:
                     # JSON output: check the best few tokens against the grammar instead of filtering

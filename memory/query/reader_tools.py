@@ -18,7 +18,7 @@ a message id from outside them resolves to nothing.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -37,6 +37,7 @@ MAX_TEXT = 280  # characters of one message shown to the reader
 
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    tool: str  # each call narrows it to its own name
 
 
 class SearchEvidence(_Args):
@@ -155,17 +156,20 @@ class ReaderTools:
         self.roster = list(roster)
         self.exclude = exclude
         self.shown: set[int] = set()  # message ids any tool has returned for this question
-        self._run: dict[str, Callable[[_Args], Observation]] = {
-            "search_evidence": self._search, "lookup_phrase": self._phrase,
-            "read_current_state": self._state, "resolve_date": self._date,
-        }
 
     def run(self, call: _Args) -> Observation:
         """Run one (already parsed) tool call; remembers which messages were shown."""
-        handler = self._run.get(getattr(call, "tool", ""))
-        if handler is None:
-            raise ToolCallError(f"{getattr(call, 'tool', call)!r} is not a tool that can be run")
-        obs = handler(call)
+        match call:
+            case SearchEvidence():
+                obs = self._search(call)
+            case LookupPhrase():
+                obs = self._phrase(call)
+            case ReadCurrentState():
+                obs = self._state(call)
+            case ResolveDate():
+                obs = self._date(call)
+            case _:  # the answer is not a tool to run
+                raise ToolCallError(f"{getattr(call, 'tool', call)!r} is not a tool that can be run")
         self.shown.update(m.id for m in obs.messages)
         return obs
 

@@ -41,7 +41,7 @@ class _NewRow(NamedTuple):
     turn: int
     text_hash: str
     embedded: int
-    index: int  # position in the batch (and in its vectors)
+    position: int  # in the batch (and in its vectors); not "index", which would hide tuple.index
     to_bot: int
 
 
@@ -163,7 +163,7 @@ class Ingest(Scopes, EmbeddingBacklog):
                           if not r.to_bot])
         if vectors is not None:
             conn.executemany("INSERT INTO message_vec(rowid, scope_id, embedding) VALUES (?,?,?)",
-                             [(base + n, r.scope_id, vectors[r.index].tobytes()) for n, r in enumerate(rows, 1)
+                             [(base + n, r.scope_id, vectors[r.position].tobytes()) for n, r in enumerate(rows, 1)
                               if not r.to_bot])
         conn.executemany(
             "INSERT INTO scope_state(scope_id, last_ts, last_session, last_turn) VALUES (?,?,?,?) "

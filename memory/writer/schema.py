@@ -39,6 +39,7 @@ class Add(_Action):
     op: Literal["ADD"] = Field(validation_alias=AliasChoices("op", "type"))
     owner: str
     source: str
+    # Literals of the runtime tuples: pydantic checks them (and the grammar lists them); mypy cannot read them.
     layer: Literal[WRITER_LAYERS]  # type: ignore[valid-type]
     utype: Literal[WRITER_UTYPES]  # type: ignore[valid-type]
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
@@ -53,7 +54,11 @@ class Update(_Action):
     op: Literal["UPDATE"] = Field(validation_alias=AliasChoices("op", "type"))
     entry_id: str | int = ""   # resolved against the shown heads by the gate
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    # Add's validator, reused: its classmethod's function, which mypy does not model on a bound method.
     _flatten = field_validator("content", mode="before")(Add._flatten.__func__)  # type: ignore[attr-defined]
+
+
+_OPS: dict[str, type[Add] | type[Update] | type[Noop]] = {"ADD": Add, "UPDATE": Update, "NOOP": Noop}
 
 
 def validate_action(action: Any) -> tuple[Add | Update | Noop | None, str | None]:
@@ -61,7 +66,7 @@ def validate_action(action: Any) -> tuple[Add | Update | Noop | None, str | None
     if not isinstance(action, dict):
         return None, "an action must be a JSON object"
     op = str(action.get("op", action.get("type", ""))).strip().upper()
-    model = {"ADD": Add, "UPDATE": Update, "NOOP": Noop}.get(op)
+    model = _OPS.get(op)
     if model is None:
         return None, f"unknown op {action.get('op')!r} (expected ADD, UPDATE or NOOP)"
     try:
@@ -96,7 +101,7 @@ def _reason(err: ValidationError, action: dict) -> str:
 
 # ----------------------------------------------------------------------------- grammar for one window
 def _lit(values: Sequence[Any]) -> Any:
-    return Literal[tuple(values)]  # type: ignore[valid-type]
+    return Literal[tuple(values)]
 
 
 def _strict(name: str, **fields: Any) -> type[BaseModel]:
@@ -136,7 +141,7 @@ def output_model(people: Sequence[str], entry_ids: Sequence[str], max_items: int
 def _union(variants: list[type[BaseModel]]) -> Any:
     from typing import Union
 
-    return Union[tuple(variants)]  # type: ignore[valid-type]  # noqa: UP007  (built from a runtime list)
+    return Union[tuple(variants)]  # noqa: UP007  (built from a runtime list)
 
 
 def grammar_schema(model: type[BaseModel]) -> dict:

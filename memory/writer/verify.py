@@ -164,19 +164,21 @@ def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steer
     else:
         if not isinstance(model, Add):
             model, why = validate_action({**action, "op": "ADD"})  # an UPDATE of an unknown entry, added instead
-            if model is None:
+            if not isinstance(model, Add):  # None: the ADD it would be is invalid
                 return why, None
         layer, utype = model.layer, model.utype
-        owner = roster.resolve(action.get("owner"))
-        if owner is None:
+        resolved = roster.resolve(action.get("owner"))
+        if resolved is None:
             return f"owner {action.get('owner')!r} is not in this channel's roster (nor GROUP)", None
+        owner = resolved
         if layer in GROUP_LAYERS and owner != GROUP:
             return f"layer {layer} belongs to GROUP, not to {action.get('owner')!r}", None
         if layer in PERSON_LAYERS and owner == GROUP:
             return f"layer {layer} is about one person; GROUP records go in {' or '.join(GROUP_LAYERS)}", None
-        source = roster.resolve(action.get("source"))
-        if source is None or source == GROUP:
+        resolved = roster.resolve(action.get("source"))
+        if resolved is None or resolved == GROUP:
             return f"source {action.get('source')!r} is not a person in this channel's roster", None
+        source = resolved
 
     g = ground(content, texts)
     hint = action.get("msg")

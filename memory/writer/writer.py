@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..db import named
 from ..errors import ModelError, ModelOutputError
@@ -206,16 +207,16 @@ class Writer:
         if self.config.extractive:
             fill_quotes(actions, inputs, names)
         heads = {h.id: h for h in all_heads}
-        check = dict(window=inputs, roster=roster, heads=heads, threshold=self.config.grounding_threshold,
-                     scope_id=window.scope_id)
+        check = partial(verify, window=inputs, roster=roster, heads=heads,
+                        threshold=self.config.grounding_threshold, scope_id=window.scope_id)
         if self.config.extractive:
             # Cues first: a quote can be filed once, and the cue's filing of a decision or rule is the checked one.
-            verdict = verify(cue_actions + list(actions), **check)
+            verdict = check(cue_actions + list(actions))
         else:
             # A capable model words its own records; cues only fill messages it left without one.
-            verdict = verify(list(actions), **check)
+            verdict = check(list(actions))
             covered = {i for r in verdict.accepted for i in r.message_ids}
-            extra = verify([a for a in cue_actions if inputs[a["msg"] - 1].id not in covered], **check)
+            extra = check([a for a in cue_actions if inputs[a["msg"] - 1].id not in covered])
             for rec in extra.accepted:
                 if any(near_duplicate(rec.content, r.content) for r in verdict.accepted):
                     extra.rejected.append(Rejection({"proposer": rec.verification.get("proposer")},
