@@ -255,11 +255,16 @@ class Bot:
                                             "generated": result.generated,
                                             "rows": [r.name for r in result.pack.rows]})
 
+    def reply_policy(self) -> str:
+        """The configured reply policy with "auto" resolved: evidence only for the shipped model."""
+        a = self.settings.answer
+        return a.policy if a.policy != "auto" else ("evidence" if uses_shipped_model(self.settings) else "model")
+
     def answerer(self) -> Answerer:
         p = self.settings.persona
         s = self.settings.search
         a = self.settings.answer
-        policy = a.policy if a.policy != "auto" else ("evidence" if uses_shipped_model(self.settings) else "model")
+        policy = self.reply_policy()
         reader = None
         if a.reader and policy == "model":  # EGMemory's adaptive reader, for capable models (docs/models.md)
             from memory.query.reader import Reader, ReaderConfig
@@ -330,9 +335,7 @@ class Bot:
     def status(self, key: ScopeKey | None = None) -> Reply:
         """What is remembered here (or in the whole store) and how far memory has got (bot/status.py)."""
         scope_ids = self.scope_ids(key) if key else [s.id for s in self.store.scopes()]
-        a = self.settings.answer
-        policy = a.policy if a.policy != "auto" else ("evidence" if uses_shipped_model(self.settings) else "model")
-        replies = ("quoted messages, no model sentence" if policy == "evidence"
+        replies = ("quoted messages, no model sentence" if self.reply_policy() == "evidence"
                    else "quoted messages under a model sentence that passed the support check")
         st = read_status(self.store, self.records, self.read_only_writer(), scope_ids, replies=replies,
                          model_error=self._llm_error)

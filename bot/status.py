@@ -36,7 +36,7 @@ class Status:
         return "\n".join(lines)
 
     def data(self) -> dict:
-        return {**asdict(self), "pending": self.pending_embeddings}
+        return asdict(self)
 
 
 def read_status(store: Store, records: Records, writer: Writer, scope_ids: list[int], *, replies: str,

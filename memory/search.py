@@ -137,9 +137,13 @@ class Searcher:
         try:
             return self.query_vector(text)
         except EmbeddingError as exc:
-            log.warning("meaning search unavailable, searching by words only: %s", exc, exc_info=True)
-            self.degraded = str(exc)
+            self._degrade(exc)
             return None
+
+    def _degrade(self, exc: EmbeddingError) -> None:
+        """Log an embedder failure with its traceback and keep it in this thread's ``degraded``."""
+        log.warning("meaning search unavailable, searching by words only: %s", exc, exc_info=exc)
+        self.degraded = str(exc)
 
     def forget_query_vectors(self) -> None:
         """Drop cached question embeddings (benchmarks time the embedding of every question)."""
@@ -287,8 +291,7 @@ class Searcher:
         if dense is not None:
             scores, failure = dense.result()
             if failure is not None:  # hybrid search goes on by words alone if the embedder fails
-                log.warning("meaning search unavailable, searching by words only: %s", failure, exc_info=failure)
-                self.degraded = str(failure)
+                self._degrade(failure)
         semantic = scores.top(pool) if scores is not None else []
         cand = [mid for mid, _ in lexical]
         in_cand = set(cand)
@@ -322,7 +325,8 @@ class Searcher:
         return [SearchHit(messages[cand[n]], float(fused[n]), lex_rank.get(cand[n]), sem_rank.get(cand[n]), "hybrid")
                 for n in order if cand[n] in messages]
 
-    def _dense_scores(self, text: str, mirrors: list, p: FusionParams) -> tuple[DenseScores | None, Exception | None]:
+    def _dense_scores(self, text: str, mirrors: list, p: FusionParams
+                      ) -> tuple[DenseScores | None, EmbeddingError | None]:
         """The question's vector and its similarity to every mirrored message (runs on the dense worker)."""
         try:
             vec = self.query_vector(text)

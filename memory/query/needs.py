@@ -14,6 +14,8 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 
+from .support import TIME_WORDS
+
 _NUM_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
               r"fifty|sixty|hundred|thousand|a|an|half|a couple of|a few|several|couple")
 _QUESTIONS = {
@@ -41,12 +43,9 @@ _MONEY = re.compile(r"[$€£¥]\s?\d|\d\s?(k\b|%|[$€£¥])|\b\d[\d,.]*\s*(eur
 _DURATION = re.compile(r"\b(\d[\d,.]*|" + _NUM_WORDS + r")[\s-]*(sec(ond)?s?|min(ute)?s?|h(ou)?rs?|hours?|days?|"
                        r"nights?|weeks?|months?|years?|decades?)\b|\b(since|for ages|all day|all night|overnight)\b",
                        re.I)
-_DATE = re.compile(r"\b(\d{1,2}(:\d{2})?\s*(am|pm)|\d{1,2}:\d{2}|\d{4}|\d{1,2}(st|nd|rd|th)|today|tonight|"
-                   r"tomorrow|yesterday|weekend|(next|last|this) (week|month|year|time)|morning|afternoon|"
-                   r"evening|noon|midnight|o'?clock|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
-                   r"mon|tue|tues|wed|thu|thurs|fri|sat|sun|january|february|march|april|may|june|july|"
-                   r"august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|"
-                   r"dec|\d{1,2}/\d{1,2})\b", re.I)
+# A stated date: the reply check's time words, short day and month names, and "12/5" (not "2 days ago").
+_DATE = re.compile(r"\b(" + TIME_WORDS + r"|mon|tue|tues|wed|thu|thurs|fri|sat|sun|jan|feb|mar|apr|jun|jul|aug|"
+                   r"sep|sept|oct|nov|dec|\d{1,2}/\d{1,2})\b", re.I)
 _COLOUR = re.compile(r"\b(red|orange|yellow|green|blue|purple|violet|pink|brown|black|white|grey|gray|beige|"
                      r"cream|navy|teal|turquoise|gold|golden|silver|maroon|lilac|lavender|magenta|cyan|olive|"
                      r"mint|peach|coral|ivory|charcoal|sage|mustard|terracotta|burgundy|colou?red)\b", re.I)

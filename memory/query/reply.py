@@ -260,8 +260,8 @@ class ReplyBuilder:
                      roster: Sequence[Person], stems: Sequence[str], sims: dict[int, float]) -> str | None:
         """The kind of fact the question asks for that no on-topic message states (see needs.py), if any.
 
-        On topic means holding a topic word of the question or being close to it in meaning: a time in
-        a message about something else does not say when the asked-about thing is.
+        Only an on-topic message (`on_topic`) counts: a time in a message about something else does not
+        say when the asked-about thing is.
         """
         month = month_pin(question)
         if month is not None and not in_month(month, [(m.text, m.ts) for m in ranked]):
@@ -270,10 +270,8 @@ class ReplyBuilder:
         if kind is None:
             return None
         names = _name_words(roster)
-        wanted = set(stems)
         for m in relevant[: self.max_quotes + 2]:
-            on_topic = wanted & set(content_stems(m.text)) or dense_relevance(sims.get(m.id)) >= SLOT_MIN_DENSE
-            if on_topic and holds(kind, m.text, name_words=names):
+            if on_topic(m, stems, sims) and holds(kind, m.text, name_words=names):
                 return None
         return NEED_NAMES[kind]
 
@@ -343,9 +341,7 @@ class ReplyBuilder:
             return ranked
 
         def answers(m: StoredMessage) -> bool:
-            on_topic = bool(set(stems) & set(content_stems(m.text))) or \
-                dense_relevance(sims.get(m.id)) >= SLOT_MIN_DENSE
-            return on_topic and has_slot(slot, m.text)
+            return on_topic(m, stems, sims) and has_slot(slot, m.text)
 
         if answers(ranked[0]):
             return ranked
@@ -419,6 +415,11 @@ class ReplyBuilder:
         if quoted:
             lead += " These members have:"
         return ReplyDraft(lead, quoted, False, "absent", strength)
+
+
+def on_topic(m: StoredMessage, stems: Sequence[str], sims: dict[int, float]) -> bool:
+    """Whether a message is about the question: it holds one of its topic words, or is close in meaning."""
+    return bool(set(stems) & set(content_stems(m.text))) or dense_relevance(sims.get(m.id)) >= SLOT_MIN_DENSE
 
 
 def _answers(m: StoredMessage, anchor: StoredMessage) -> bool:

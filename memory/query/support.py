@@ -146,10 +146,12 @@ _SLOT_QUESTIONS = {
     "place": re.compile(r"\bwhere\b", re.I),
     "amount": re.compile(r"\b(how (much|many|long|old|far|often)|what (price|amount|number))\b", re.I),
 }
+# Words and forms that state a time or a date (clock times, ordinals, years, day parts, weekdays, months).
+TIME_WORDS = (r"\d{1,2}(:\d{2})?\s*(am|pm)|\d{1,2}:\d{2}|\d{4}|\d{1,2}(st|nd|rd|th)|today|tonight|tomorrow|"
+              r"yesterday|weekend|(next|last|this) (week|month|year|time)|morning|afternoon|evening|noon|midnight|"
+              r"o'?clock|" + "|".join(sorted(_MONTHS)))
 _SLOT_ANSWERS = {
-    "time": re.compile(r"\b(\d{1,2}(:\d{2})?\s*(am|pm)|\d{1,2}:\d{2}|\d{4}|\d{1,2}(st|nd|rd|th)|today|tonight|"
-                       r"tomorrow|yesterday|weekend|(next|last|this) (week|month|year|time)|ago|morning|"
-                       r"afternoon|evening|noon|midnight|o'?clock|" + "|".join(sorted(_MONTHS)) + r")\b", re.I),
+    "time": re.compile(r"\b(" + TIME_WORDS + r"|ago)\b", re.I),
     "place": re.compile(r"\b(at|by|near|on|in|to|from|outside) (the |a |our |my )?(\w+ )?(place|street|road|river|"
                         r"park|house|restaurant|bar|pub|cafe|café|club|office|home|beach|city|town|centre|"
                         r"center|hall|room|station|shop|store|school|lake|garden|bakery)\b", re.I),
