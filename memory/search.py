@@ -1,6 +1,7 @@
-"""Hybrid search over Track 1: FTS5 BM25 and vector KNN fused by reciprocal rank.
+"""Hybrid search over Track 1: FTS5 BM25 and vector KNN fused per query (memory/fusion.py).
 
-Every query is restricted to its scopes in SQL (the FTS scope tag, the vec0
+Every query is restricted to its scopes in SQL (the FTS scope tag, named or the others excluded:
+memory/ftsscope.py; the vec0
 partition), never by filtering afterwards.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from . import ftsquery
 from .db import OperationalError
 from .errors import EmbeddingError, InputError
+from .ftsscope import ScopeFilter, snapshot
 from .fusion import FusionParams, fuse, spread_authors
 from .models import SearchHit, StoredMessage
 from .signals import dense_query, read_question
@@ -99,6 +101,7 @@ class Searcher:
         self._df: dict[str, int] = {}
         self._df_at = 0
         self._local = threading.local()  # `degraded` is per thread: questions are answered concurrently
+        self._scopes = ScopeFilter()
 
     @property
     def degraded(self) -> str | None:
@@ -197,12 +200,12 @@ class Searcher:
         query = ftsquery.match_any(" ".join(keep) if keep else text)
         if query is None or not scope_ids:
             return []
-        with self.store.read() as conn:
+        with self.store.read() as conn, snapshot(conn):
             try:
                 rows = conn.execute(
                     "SELECT rowid, bm25(messages_fts, 1.0, ?, 0.0) AS score FROM messages_fts "
                     "WHERE messages_fts MATCH ? ORDER BY score LIMIT ?",
-                    (float(author_weight), ftsquery.scoped(query, scope_ids), int(limit))).fetchall()
+                    (float(author_weight), self._scopes.match(conn, query, scope_ids), int(limit))).fetchall()
             except OperationalError as exc:  # should be impossible: every term is quoted
                 raise InputError(f"could not search for {text[:60]!r}: {exc}") from exc
         return [(int(r[0]), float(r[1])) for r in rows]
@@ -223,11 +226,11 @@ class Searcher:
         query = ftsquery.match_any(text)
         ids: list[int] = []
         if query:
-            with self.store.read() as conn:
+            with self.store.read() as conn, snapshot(conn):
                 ids = [r[0] for r in conn.execute(
                     "SELECT f.rowid FROM messages_fts f JOIN messages m ON m.id = f.rowid "
                     "WHERE messages_fts MATCH ? AND m.author_id = ? ORDER BY bm25(messages_fts, 1.0, 0.0, 0.0) "
-                    "LIMIT ?", (ftsquery.scoped(query, scope_ids, "text"), author_id, int(k))).fetchall()]
+                    "LIMIT ?", (self._scopes.match(conn, query, scope_ids, "text"), author_id, int(k))).fetchall()]
         vec = self.vector_or_none(text) if len(ids) < k and self.store.embedder is not None and text.strip() \
             else None
         if vec is not None:
@@ -356,9 +359,9 @@ class Searcher:
         query = ftsquery.match_phrase(phrase)
         if query is None or not scope_ids:
             return []
-        with self.store.read() as conn:
+        with self.store.read() as conn, snapshot(conn):
             rows = conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT 2000",
-                                (ftsquery.scoped(query, scope_ids, columns="text"),)).fetchall()
+                                (self._scopes.match(conn, query, scope_ids, "text"),)).fetchall()
         found = self.store.messages([r[0] for r in rows])
         needle = " ".join(phrase.casefold().split())
         exact = [m for m in found if needle in " ".join(m.text.casefold().split())]

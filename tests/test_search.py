@@ -131,3 +131,28 @@ def test_vector_mirror_links_parents_and_replies_across_loads(vstore):
     rows = scores.rows([int(i) for i in m.ids])
     assert scores.sims[rows[1]] > float(m.matrix[1] @ m.matrix[0]) + 0.5  # "yes!" borrowed its parent's match
     assert scores.rows([10**9]).tolist() == [-1]
+
+
+def test_scope_restriction_by_exclusion_returns_the_same_rows(store):
+    """A big scope is restricted by excluding the small ones (cheaper in FTS5), a small one by
+    naming it; both give only the asking scope's rows, and a scope added later is excluded too."""
+    store.ingest([msg(i, f"the picnic plan number {i}", workspace="big") for i in range(1, 41)])
+    store.ingest([msg(i, f"the picnic plan small {i}", workspace="small") for i in range(1, 4)])
+    s = Searcher(store)
+    big, small = scope(store, "big"), scope(store, "small")
+    with store.read() as conn:
+        assert "NOT scope_tag" in s._scopes.match(conn, '"picnic"', big)
+        assert s._scopes.match(conn, '"picnic"', small).startswith("scope_tag:(")
+    found = store.messages([i for i, _ in s.bm25(big, "picnic plan", 100)])
+    assert len(found) == 40 and all(m.scope_id == big[0] for m in found)
+    assert len(s.bm25(small, "picnic plan", 100)) == 3
+    store.ingest([msg(1, "a picnic plan from a new channel", workspace="late")])  # not in the size cache yet
+    found = store.messages([i for i, _ in s.bm25(big, "picnic plan", 100)])
+    assert len(found) == 40 and all(m.scope_id == big[0] for m in found)
+    assert [m.text for m in s.phrase(big, "plan from a new")] == []
+    assert len(s.bm25(big + scope(store, "late"), "picnic plan", 100)) == 41
+
+
+def test_fts_exclusion_form_quotes_nothing_new():
+    assert ftsquery.excluding('"a"', []) == '{text author_name}: ("a")'
+    assert ftsquery.excluding('"a"', [2, 3], "text") == 'text: ("a") NOT scope_tag:(s2 OR s3)'
