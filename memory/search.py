@@ -1,8 +1,7 @@
 """Hybrid search over Track 1: FTS5 BM25 and vector KNN fused per query (memory/fusion.py).
 
-Every query is restricted to its scopes in SQL (the FTS scope tag, named or the others excluded:
-memory/ftsscope.py; the vec0
-partition), never by filtering afterwards.
+Every query is restricted to its scopes in SQL (the FTS scope tag, named or the others
+excluded, memory/ftsscope.py; the vec0 partition), never by filtering afterwards.
 """
 from __future__ import annotations
 
