@@ -154,7 +154,9 @@ def test_who_hasnt_uses_the_roster(tmp_path, embedder):
 NEEDS_CHAT = [(1, "Deposit for the campsite is 15 each, send it to me", "Raj"),
               (2, "Camping or a hostel? I'd rather a hostel", "Sofia"),
               (3, "Fine, the Lake District it is. We leave at 7am on Saturday", "Raj"),
-              (4, "The library cafe on Thursday works, they close at 10 though", "Chloe")]
+              (4, "The library cafe on Thursday works, they close at 10 though", "Chloe"),
+              (5, "Finished the book last night, loved the statues bit", "Ben"),
+              (6, "The ending of the first book was too rushed for me", "Chloe")]
 
 
 @pytest.mark.parametrize("question, declines", [
@@ -165,6 +167,9 @@ NEEDS_CHAT = [(1, "Deposit for the campsite is 15 each, send it to me", "Raj"),
     ("When is the hostel booking?", True),  # nothing says when
     ("When are we leaving for the Lake District?", False),
     ("Who is hosting the cafe night in May?", True),  # nothing from or about May
+    ("What did we think of the ending of the first book?", False),
+    ("What did we think of the cover of the book?", True),  # the book, but never its cover
+    ("What was the purpose of the campsite deposit?", False),  # a view is not asked: no aspect check
 ])
 def test_a_question_asking_for_a_fact_the_chat_never_states_is_declined(tmp_path, embedder, question, declines):
     from memory.store import Store

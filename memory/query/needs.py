@@ -4,7 +4,11 @@
 café that name no price, and "what's the campsite called?" not by ones that never
 name it. When a question asks for a price, a length of time, a name, a colour, a date still
 to come, or pins a month, and none of the on-topic messages holds that kind of
-fact, the honest reply is a decline that shows what the chat does say. The checks
+fact, the honest reply is a decline that shows what the chat does say. Likewise
+"what did we think of the ending of the last book?" is not answered by messages
+about the book that never mention an ending: a question that asks a view of one
+named part of a thing ("think of the <part> of the <thing>") needs a message
+that names the part. The checks
 are deliberately narrow (a question must ask for the kind explicitly), because a
 wrong decline hides evidence the user wanted.
 """
@@ -14,7 +18,8 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 
-from .support import TIME_WORDS
+from ..ftsquery import stem
+from .support import TIME_WORDS, content_stems
 
 _NUM_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
               r"fifty|sixty|hundred|thousand|a|an|half|a couple of|a few|several|couple")
@@ -58,6 +63,16 @@ _MONTH_PIN = re.compile(r"\b(?:in|during|since|by|for|over|through|until|till|be
                         r"March|April|May|June|July|August|September|October|November|December)\b")
 _MONTH_NO = {m: i + 1 for i, m in enumerate(["January", "February", "March", "April", "May", "June", "July",
                                               "August", "September", "October", "November", "December"])}
+# "what did we think of the ending of the book", "how was the food at the wedding": a view asked of one part
+# of a thing. Only views: "what was the purpose of the trip" is answered by a message that never says
+# "purpose", but an opinion of an ending needs a message about the ending. The head is not a time frame
+# word or one that names no part ("the rest of the group").
+_ASPECT = re.compile(r"\b(?:(?:think|thought|feel|felt|say|said|make|made|like|liked|love|loved|hate|hated) "
+                     r"(?:of|about)|how (?:was|is|were|are|did)) the (\w+) (?:of|at|in|on) "
+                     r"(?:the|our|their|his|her|my|your|this|that|its|a|an|\w+['’]s) \w+", re.I)
+_NOT_ASPECTS = frozenset("""name names rest kind kinds type types sort sorts part parts number numbers most some
+one ones all top bottom middle course lot lots bunch half first last same best worst other others each any
+both few many none whole idea news thing things""".split())
 NEED_NAMES = {"money": "price or amount", "colour": "colour", "duration": "length of time", "name": "name",
               "date": "date or time", "month": "mention of that month"}
 
@@ -68,6 +83,21 @@ def need_of(question: str) -> str | None:
         if pattern.search(question):
             return kind
     return None
+
+
+def aspect_of(question: str) -> str | None:
+    """The one part of a thing the question asks a view of ("think of the ending of the book" -> "ending")."""
+    m = _ASPECT.search(question)
+    if m is None:
+        return None
+    head = m.group(1).casefold()
+    return None if head in _NOT_ASPECTS or len(head) < 3 else head
+
+
+def mentions(aspect: str, text: str) -> bool:
+    """Whether ``text`` names the part (by its stem: "ending" is named by "the end" or "it ended")."""
+    want = stem(aspect)
+    return any(s == want or s.startswith(want) or want.startswith(s) and len(s) >= 3 for s in content_stems(text))
 
 
 def month_pin(question: str) -> int | None:
