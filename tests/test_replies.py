@@ -162,6 +162,7 @@ NEEDS_CHAT = [(1, "Deposit for the campsite is 15 each, send it to me", "Raj"),
 @pytest.mark.parametrize("question, declines", [
     ("How much is the campsite deposit?", False),
     ("How much does the library cafe charge for coffee?", True),  # the cafe, but no price
+    ("How much is the hostel?", True),  # the hostel, but no price
     ("What is the name of the campsite?", True),  # the campsite, but never named
     ("How long is the drive to the Lake District?", True),  # the trip, but no length of time
     ("When is the hostel booking?", True),  # nothing says when
@@ -169,6 +170,7 @@ NEEDS_CHAT = [(1, "Deposit for the campsite is 15 each, send it to me", "Raj"),
     ("Who is hosting the cafe night in May?", True),  # nothing from or about May
     ("What did we think of the ending of the first book?", False),
     ("What did we think of the cover of the book?", True),  # the book, but never its cover
+    ("What did we think of the ending of the film?", True),  # an ending, but of a book: no film at all
     ("What was the purpose of the campsite deposit?", False),  # a view is not asked: no aspect check
 ])
 def test_a_question_asking_for_a_fact_the_chat_never_states_is_declined(tmp_path, embedder, question, declines):

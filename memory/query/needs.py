@@ -18,16 +18,17 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 
-from ..ftsquery import stem
+from ..ftsquery import stem, terms
 from .support import TIME_WORDS, content_stems
 
 _NUM_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
               r"fifty|sixty|hundred|thousand|a|an|half|a couple of|a few|several|couple")
 _QUESTIONS = {
     # a price, a cost or a sum owed: "how much does X cost / charge", "what's the rent"
-    "money": re.compile(r"\bhow much\b.*\b(cost|costs|charge|charges|price|pay|paid|owe|owes|spend|spent|"
+    # and "how much is the pizza" (a price unless said otherwise; "how much of the book" asks a share)
+    "money": re.compile(r"\bhow much\b.*\b(cost|costs|charge|charges|price|pay|paid|owe|owes|owed|spend|spent|"
                         r"bill|fee|rent|worth|deposit|budget)\b|\b(what|how much) (is|was|'s) the (price|cost|"
-                        r"fee|rent|bill)\b", re.I),
+                        r"fee|rent|bill)\b|\bhow much (is|are|was|were|'s) (the|a|an|one|each) \w+\W*$", re.I),
     # a length of time the chat must state: "how long is the drive", "how long does it take"; not "how long
     # did it take" or "how long has she", which a timeline of several messages answers
     "duration": re.compile(r"\bhow long (is|are|will|does|do|'s)\b", re.I),
@@ -40,7 +41,8 @@ _QUESTIONS = {
     # ("when does Joey get upset" asks for a moment in a story, which a clause answers)
     "date": re.compile(r"\bwhen(?:'s| is| are| will)\b(?! it that)", re.I),
 }
-_MONEY = re.compile(r"[$€£¥]\s?\d|\d\s?(k\b|%|[$€£¥])|\b\d[\d,.]*\s*(euros?|dollars?|bucks|pounds?|quid|"
+_MONEY = re.compile(r"[$€£¥]\s?\d|\d\s?(k\b|%|[$€£¥])|\b\d[\d,.]*\s+[a-z]+\s+(euros?|dollars?|bucks|pounds?|quid)\b"
+                    r"|\b\d[\d,.]*\s*(euros?|dollars?|bucks|pounds?|quid|"
                     r"usd|eur|gbp|each|per|a head|apiece|total|cents?|p\b)|\b(" + _NUM_WORDS + r")\s+(euros?|"
                     r"dollars?|bucks|pounds?|quid|grand)\b|\b(free|nothing|cost|costs|paid|pay|owe|owes|is|was|"
                     r"were|be|for|about|around|only|just)\s+\d[\d,.]*(?!\s*(am|pm|st|nd|rd|th|:|\.\d|o'?clock))\b",
@@ -69,7 +71,7 @@ _MONTH_NO = {m: i + 1 for i, m in enumerate(["January", "February", "March", "Ap
 # word or one that names no part ("the rest of the group").
 _ASPECT = re.compile(r"\b(?:(?:think|thought|feel|felt|say|said|make|made|like|liked|love|loved|hate|hated) "
                      r"(?:of|about)|how (?:was|is|were|are|did)) the (\w+) (?:of|at|in|on) "
-                     r"(?:the|our|their|his|her|my|your|this|that|its|a|an|\w+['’]s) \w+", re.I)
+                     r"(?:the|our|their|his|her|my|your|this|that|its|a|an|\w+['’]s) ([\w' -]+)", re.I)
 _NOT_ASPECTS = frozenset("""name names rest kind kinds type types sort sorts part parts number numbers most some
 one ones all top bottom middle course lot lots bunch half first last same best worst other others each any
 both few many none whole idea news thing things""".split())
@@ -85,19 +87,35 @@ def need_of(question: str) -> str | None:
     return None
 
 
-def aspect_of(question: str) -> str | None:
-    """The one part of a thing the question asks a view of ("think of the ending of the book" -> "ending")."""
+def aspect_of(question: str) -> tuple[str, str] | None:
+    """The part a question asks a view of and the thing it belongs to ("think of the ending of the
+    previous book" -> ("ending", "book")), if it asks one."""
     m = _ASPECT.search(question)
     if m is None:
         return None
     head = m.group(1).casefold()
-    return None if head in _NOT_ASPECTS or len(head) < 3 else head
+    thing = [w for w in terms(re.split(r"\b(?:and|or|but|when|after|before|that|which)\b", m.group(2))[0])]
+    if head in _NOT_ASPECTS or len(head) < 3 or not thing:
+        return None
+    return head, thing[-1]
 
 
-def mentions(aspect: str, text: str) -> bool:
-    """Whether ``text`` names the part (by its stem: "ending" is named by "the end" or "it ended")."""
-    want = stem(aspect)
+def mentions(word: str, text: str) -> bool:
+    """Whether ``text`` names ``word`` (by its stem: "ending" is named by "the end" or "it ended")."""
+    want = stem(word)
     return any(s == want or s.startswith(want) or want.startswith(s) and len(s) >= 3 for s in content_stems(text))
+
+
+def aspect_unmentioned(question: str, texts: Sequence[str]) -> str | None:
+    """The part the question asks a view of, when no message names it or none names the thing at all
+    (then a mention of the part, "the end of the season", is about something else)."""
+    asked = aspect_of(question)
+    if asked is None:
+        return None
+    part, thing = asked
+    if any(mentions(part, t) for t in texts) and any(mentions(thing, t) for t in texts):
+        return None
+    return part
 
 
 def month_pin(question: str) -> int | None:

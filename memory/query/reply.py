@@ -19,7 +19,7 @@ from ..models import StoredMessage
 from ..store import Person
 from ..timefmt import stamp
 from .compose import EvidencePack
-from .needs import NEED_NAMES, aspect_of, holds, in_month, mentions, month_pin, need_of
+from .needs import NEED_NAMES, aspect_unmentioned, holds, in_month, month_pin, need_of
 from .project import ALL, CHANGE_WORDS, VIEW_WORDS
 from .support import QUESTION_FRAMING, answer_slot, content_stems, has_slot, sentences, slot_coverage
 
@@ -266,8 +266,8 @@ class ReplyBuilder:
         month = month_pin(question)
         if month is not None and not in_month(month, [(m.text, m.ts) for m in ranked]):
             return NEED_NAMES["month"]
-        aspect = aspect_of(question)
-        if aspect is not None and not any(mentions(aspect, m.text) for m in ranked):
+        aspect = aspect_unmentioned(question, [m.text for m in ranked])
+        if aspect is not None:
             return f"mention of the {aspect}"
         kind = need_of(question)
         if kind is None:
