@@ -118,6 +118,12 @@ def select_into(conn: Connection, cls: type[D], sql: str, args: Sequence[Any] = 
     return out
 
 
+def outgrown(n: int, at: int, share: float = 0.05) -> bool:
+    """Whether a store whose newest message id is ``n`` has grown past ``share`` (or shrunk) since a
+    cache of rough counts was taken at ``at``: such counts only steer speed, so a little stale will do."""
+    return n > at * (1 + share) or n < at
+
+
 def chunked(items: Iterable[T], n: int = CHUNK) -> Iterator[list[T]]:
     """``items`` in lists of at most ``n``, one IN (...) list each."""
     seq = items if isinstance(items, (list, tuple)) else list(items)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from . import ftsquery
-from .db import Connection
+from .db import Connection, outgrown
 
 
 class ScopeFilter:
@@ -23,7 +23,7 @@ class ScopeFilter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sizes: dict[int, int] = {}
-        self._at = -1
+        self._at = -1  # never counted: outgrown by any store
 
     def match(self, conn: Connection, query: str, scope_ids: list[int], columns: str = "{text author_name}") -> str:
         """``query`` restricted to ``scope_ids``, by inclusion or by exclusion, whichever walks less.
@@ -41,8 +41,7 @@ class ScopeFilter:
     def _scope_sizes(self, conn: Connection, scope_ids: set[int]) -> dict[int, int]:
         n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
         with self._lock:
-            fresh = self._at <= n <= self._at * 1.05 and scope_ids <= self._sizes.keys()
-            if fresh:
+            if not outgrown(n, self._at) and scope_ids <= self._sizes.keys():
                 return dict(self._sizes)
         sizes = {int(s): int(c) for s, c in conn.execute(
             "SELECT scope_id, count(*) FROM messages WHERE bot_traffic = 0 GROUP BY scope_id")}

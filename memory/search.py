@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 
 from . import ftsquery
-from .db import OperationalError
+from .db import OperationalError, outgrown
 from .errors import EmbeddingError, InputError
 from .ftsscope import ScopeFilter, snapshot
 from .fusion import FusionParams, fuse, spread_authors
@@ -177,7 +177,7 @@ class Searcher:
         at 100k messages; pruning only needs the share roughly, so a slightly old count will do.
         """
         with self._qv_lock:
-            if n > self._df_at * 1.05 or n < self._df_at:
+            if outgrown(n, self._df_at):
                 self._df.clear()
                 self._df_at = n
             missing = [t for t in stems if t not in self._df]

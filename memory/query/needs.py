@@ -94,16 +94,16 @@ def aspect_of(question: str) -> tuple[str, str] | None:
     if m is None:
         return None
     head = m.group(1).casefold()
-    thing = [w for w in terms(re.split(r"\b(?:and|or|but|when|after|before|that|which)\b", m.group(2))[0])]
+    thing = terms(re.split(r"\b(?:and|or|but|when|after|before|that|which)\b", m.group(2))[0])
     if head in _NOT_ASPECTS or len(head) < 3 or not thing:
         return None
     return head, thing[-1]
 
 
-def mentions(word: str, text: str) -> bool:
-    """Whether ``text`` names ``word`` (by its stem: "ending" is named by "the end" or "it ended")."""
+def mentions(word: str, stems: Iterable[str]) -> bool:
+    """Whether a text with these content stems names ``word`` ("ending" is named by "the end" or "it ended")."""
     want = stem(word)
-    return any(s == want or s.startswith(want) or want.startswith(s) and len(s) >= 3 for s in content_stems(text))
+    return any(s == want or s.startswith(want) or want.startswith(s) and len(s) >= 3 for s in stems)
 
 
 def aspect_unmentioned(question: str, texts: Sequence[str]) -> str | None:
@@ -113,7 +113,8 @@ def aspect_unmentioned(question: str, texts: Sequence[str]) -> str | None:
     if asked is None:
         return None
     part, thing = asked
-    if any(mentions(part, t) for t in texts) and any(mentions(thing, t) for t in texts):
+    stems = [content_stems(t) for t in texts]
+    if any(mentions(part, s) for s in stems) and any(mentions(thing, s) for s in stems):
         return None
     return part
 
