@@ -208,6 +208,10 @@ def test_cue_classes(store):
         ("Sam", "The weather is grey today."),
         ("Sam", "i finally finished painting the spare bedroom walls in dark green"),
         ("Sam", "did i leave my blue umbrella somewhere near the club house door?"),
+        ("Maya", "Sam, your umbrella is hanging by the club house door"),
+        ("Priya", "Leo was brilliant at the quiz last week"),
+        ("Maya", "Sam and Leo were brilliant at the quiz"),
+        ("Maya", "Leo, I think the quiz went well for us"),
     ], 1)])
     window = store.messages([m.id for m in []]) or _all(store)
     people = People(store.roster(store.scopes()[0].id))
@@ -215,7 +219,11 @@ def test_cue_classes(store):
     assert got == [("decision", GROUP, "group_interaction"), ("norm", GROUP, "group_insight"),
                    ("responsibility", "leo", "per_speaker_profile"), ("responsibility", "leo", "per_speaker_core"),
                    ("change", "priya", "per_speaker_core"), ("stance", "priya", "per_speaker_core"), None,
-                   ("self", "sam", "per_speaker_core"), None]
+                   ("self", "sam", "per_speaker_core"), None,
+                   # What one member says to or about one other, not of themself: that member's profile. Two
+                   # members named, or the author speaking of themself too, is not that clear case.
+                   ("about", "sam", "per_speaker_profile"), ("about", "leo", "per_speaker_profile"), None,
+                   None]
     assert speaks_for_group(window[0], window) and not speaks_for_group(window[6], window)
 
 

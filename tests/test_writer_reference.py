@@ -93,3 +93,28 @@ def test_loads_the_published_reference():
     assert sum(layers.values()) == 420
     assert layers == {"per_speaker_core": 292, "per_speaker_profile": 67, "group_interaction": 57,
                       "group_insight": 4}
+
+
+def test_owner_disagreements_are_sorted_by_kind(tmp_path, written):
+    # Each reference record pairs with one of ours on content but under another owner, for a different reason.
+    ref = write_reference(tmp_path / "net1.actions.json", "net1", [
+        head("GROUP", "Alice", "group_interaction", "adopted a grey cat called Pixel last week"),  # GROUP
+        head("Carol", "Carol", "per_speaker_core", "Alice's cat Pixel already rules the flat"),   # other speaker
+        head("Bob", "Alice", "per_speaker_core", "we meet at the lake on Sunday at ten")])       # ours GROUP
+    j = score_stores({"net1": written}, ref, "test").to_json()
+    assert j["content_pairs"] == 3 and j["owner_accuracy_matched"] == 0.0
+    assert j["owner_disagreements"] == {"reference_group": 1, "other_speaker": 1, "ours_group": 1}
+    md = score_stores({"net1": written}, ref, "test").to_markdown()
+    assert "| the reference files it under GROUP, we under a person | 1 |" in md
+
+
+def test_disagreement_kind_names_a_profile_choice():
+    from memory.eval.writer_reference import disagreement_kind
+
+    ours = MemRecord("Bev", "Marcus I saw you limping at the end", "per_speaker_core", "fact", "Bev")
+    theirs = MemRecord("Marcus", "Marcus limped at the end of the hike", "per_speaker_profile", "fact", "Bev")
+    assert disagreement_kind(ours, theirs) == "reference_named_person"
+    assert disagreement_kind(theirs, MemRecord("GROUP", "x", source="Bev")) == "reference_group"
+    assert disagreement_kind(MemRecord("GROUP", "x", source="Bev"), ours) == "ours_group"
+    assert disagreement_kind(ours, MemRecord("Dani", "saw someone limping", source="Bev")) == "other"
+    assert disagreement_kind(theirs, MemRecord("Bev", "saw Marcus limping", source="Bev")) == "ours_named_person"

@@ -9,6 +9,8 @@ teacher ended with). Reported per network and overall:
   >= ``CONTENT_MATCH``, Eq. 13's soft match); of those pairs, the share whose owner
   is the reference's owner; and of the reference records, the share whose owner
   holds a record with matching content ("owner coverage");
+* why the owners of content-matched pairs disagree, by kind (``disagreement_kind``), so a change
+  to the filing rules can be read against the kind of case it targets;
 * per-layer precision and recall (one-to-one content pairs within a layer);
 * records per speaker and the speakers left with none, on both sides.
 
@@ -105,6 +107,38 @@ def content_pairs(pred: Sequence[MemRecord], ref: Sequence[MemRecord],
     return [(i, j, float(k[i, j])) for i, j in hungarian(-k) if k[i, j] > 0]
 
 
+DISAGREEMENTS = {
+    "reference_group": "the reference files it under GROUP, we under a person",
+    "ours_group": "we file it under GROUP, the reference under a person",
+    "reference_named_person": "the reference files it under a person our record's message names (a profile)",
+    "ours_named_person": "we file it under a person the message names (a profile), the reference under its author",
+    "other_speaker": "the paired reference record rests on another speaker's words",
+    "other": "other (same speaker, the reference owner not named)",
+}
+
+
+def disagreement_kind(pred: MemRecord, ref: MemRecord) -> str:
+    """Why a content-matched pair's owners differ, as one of ``DISAGREEMENTS``' keys.
+
+    Content-only pairing can join records of two different messages when their words overlap; those
+    pairs ("other_speaker") say nothing about filing. The rest are filing choices the two writers made
+    differently on the same words.
+    """
+    if norm_name(ref.owner) == "group":
+        return "reference_group"
+    if norm_name(pred.owner) == "group":
+        return "ours_group"
+    words = set(tokens(pred.content))
+    owner = tokens(ref.owner)
+    if owner and all(t in words for t in owner):
+        return "reference_named_person"
+    if norm_name(ref.source) != norm_name(pred.source):
+        return "other_speaker"
+    if norm_name(ref.owner) == norm_name(ref.source) and norm_name(pred.owner) != norm_name(pred.source):
+        return "ours_named_person"
+    return "other"
+
+
 @dataclass
 class NetworkScore:
     network: str
@@ -122,6 +156,7 @@ class NetworkScore:
     pred_utypes: Counter = field(default_factory=Counter)
     ref_utypes: Counter = field(default_factory=Counter)
     per_speaker: dict[str, tuple[int, int]] = field(default_factory=dict)  # speaker -> (pred, ref)
+    disagreements: Counter = field(default_factory=Counter)
 
     def to_json(self) -> dict:
         return {"network": self.network, "content_scored": self.content_scored,
@@ -131,7 +166,8 @@ class NetworkScore:
                 "reference_owner_covered": self.ref_owner_covered, "layer_matches": dict(self.layer_tp),
                 "layers": dict(self.pred_layers), "reference_layers": dict(self.ref_layers),
                 "utypes": dict(self.pred_utypes), "reference_utypes": dict(self.ref_utypes),
-                "per_speaker": {k: {"records": p, "reference": r} for k, (p, r) in self.per_speaker.items()}}
+                "per_speaker": {k: {"records": p, "reference": r} for k, (p, r) in self.per_speaker.items()},
+                "owner_disagreements": dict(self.disagreements)}
 
 
 def score_network(network: str, pred: list[MemRecord], ref: list[MemRecord], speakers: Sequence[str],
@@ -147,7 +183,11 @@ def score_network(network: str, pred: list[MemRecord], ref: list[MemRecord], spe
     s.speaker_levenshtein = round(speaker_levenshtein(pred, ref).score, 4)
     pairs = content_pairs(pred, ref)
     s.matched = len(pairs)
-    s.owner_agree = sum(norm_name(pred[i].owner) == norm_name(ref[j].owner) for i, j, _ in pairs)
+    for i, j, _ in pairs:
+        if norm_name(pred[i].owner) == norm_name(ref[j].owner):
+            s.owner_agree += 1
+        else:
+            s.disagreements[disagreement_kind(pred[i], ref[j])] += 1
     for r in ref:  # does the reference owner hold a record with this content?
         mine = [p for p in pred if norm_name(p.owner) == norm_name(r.owner)]
         s.ref_owner_covered += any(pair_similarity(p.content, r.content) >= CONTENT_MATCH for p in mine)
@@ -192,6 +232,7 @@ class ReferenceReport:
             "reference_layer_counts_all": dict(sum((n.ref_layers for n in self.networks), Counter())),
             "utype_counts_all": dict(sum((n.pred_utypes for n in self.networks), Counter())),
             "reference_utype_counts_all": dict(sum((n.ref_utypes for n in self.networks), Counter())),
+            "owner_disagreements": dict(sum((n.disagreements for n in scored), Counter())),
             "speakers": len(speakers), "speakers_with_no_record": sum(p == 0 for *_, p, _r in speakers),
             "speakers_with_no_reference_record": sum(r == 0 for *_, r in speakers),
             "networks": [n.to_json() for n in self.networks]}
@@ -214,12 +255,15 @@ class ReferenceReport:
                                 [[k, pct(v["precision"]), pct(v["recall"]), v["records"], v["reference"],
                                   j["layer_counts_all"].get(k, 0), j["reference_layer_counts_all"].get(k, 0)]
                                  for k, v in j["layers"].items()])
+        kinds = j["owner_disagreements"]
+        why = markdown_table(["owners differ because", "pairs"],
+                             [[DISAGREEMENTS[k], kinds.get(k, 0)] for k in DISAGREEMENTS]) if j["content_pairs"] else ""
         per = markdown_table(["network", "content scored", "SL", "pairs", "owner agree", "owner covered",
                               "records", "reference"],
                              [[n.network, "yes" if n.content_scored else f"no ({n.language_overlap:.2f})",
                                _f4(n.speaker_levenshtein), n.matched,
                                n.owner_agree, n.ref_owner_covered, n.n_pred, n.n_ref] for n in self.networks])
-        return f"### Writer vs reference: {self.label}\n\n{summary}\n\n{layers}\n\n{per}"
+        return f"### Writer vs reference: {self.label}\n\n{summary}\n\n{why}\n\n{layers}\n\n{per}"
 
 
 def _f4(v: float | None) -> str:
@@ -255,5 +299,5 @@ def stores_in(path: str | Path) -> dict[str, Path]:
     return {p.stem: p}
 
 
-__all__ = ["CONTENT_MATCH", "ReferenceReport", "load_reference", "score_network", "score_stores",
+__all__ = ["CONTENT_MATCH", "DISAGREEMENTS", "disagreement_kind", "ReferenceReport", "load_reference", "score_network", "score_stores",
            "stores_in", "content_pairs"]

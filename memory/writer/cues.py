@@ -5,8 +5,9 @@ agreement or rule, or the head of a reply thread several members joined) before 
 GROUP record may rest on it. And the cue proposer turns clear cases (decisions,
 norms, dated plans, changes of plan, responsibilities, stances) into proposals in
 the writer's own action format, plus plain first-person self-reports (so every speaker who
-says something about themself has a core record), because a tiny model misses exactly these; the
-proposals then pass the same verification as the model's.
+says something about themself has a core record) and what one member says to or about one other
+member without speaking of themself (that member's profile record), because a tiny model misses
+exactly these; the proposals then pass the same verification as the model's.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from .grounding import content_terms
 # A first-person message with at least this many content words is a self-report worth a core record.
 # Flat on SocialMemBench dev (owner accuracy 77.2 / 77.3 / 76.5% at 4 / 6 / 8); see docs/writer.md.
 SELF_REPORT_MIN_WORDS = 6
+# A message to or about one other member needs this many content words (the name included) to be worth a
+# profile record: "Marcus how's the knee?" (3) is, a bare "Tobenna. Come on." is not.
+ABOUT_MIN_WORDS = 3
 
 _I = r"(?:I|I'll|I will|I'm|I am|I've|I can|I'd|my|me)"
 DECISION = re.compile(
@@ -55,12 +59,16 @@ AGREE = re.compile(r"\b(works for me|sounds good|I'?m in|count me in|deal|agreed
                    r"with me|see you there)\b", re.I)
 LETS = re.compile(r"\blet'?s\b|\bshall we\b|\bsee (?:you|everyone) (?:all|there)\b", re.I)
 FIRST_PERSON = re.compile(r"\b(I|I'm|I'll|I've|I'd|my|mine|myself)\b", re.I)
+YOU = re.compile(r"\b(you|your|you're|you've|you'll|you'd|yours|yourself)\b", re.I)
+# What follows a member's name when the sentence says something about them ("Jordan used to …", "Priya's job").
+ABOUT_NAMED = re.compile(r"(?:'s|’s)\s|\s+(?:is|was|has|had|always|never|would|will|used to|can|can't|does|did"
+                         r"|doesn't|didn't|isn't|wasn't)\b", re.I)
 WE = re.compile(r"\b(we|we're|we'll|let's|us|everyone|all of us|the group|the team|together)\b", re.I)
 
 
 @dataclass
 class Cue:
-    kind: str          # decision | norm | plan | change | responsibility | stance | self
+    kind: str          # decision | norm | plan | change | responsibility | stance | self | about
     owner: str         # person id or GROUP
     layer: str
     utype: str
@@ -154,6 +162,30 @@ def classify(msg: StoredMessage, window: Sequence[StoredMessage], people: People
     if (FIRST_PERSON.search(text) and not text.rstrip().endswith("?")
             and len(content_terms(text)) >= SELF_REPORT_MIN_WORDS):
         return Cue("self", msg.author_id, "per_speaker_core", "fact")
+    about = about_member(msg, people)
+    if about is not None:
+        return Cue("about", about, "per_speaker_profile", "observation")
+    return None
+
+
+def about_member(msg: StoredMessage, people: People) -> str | None:
+    """The one other member a message speaks to or about, when its author says nothing of themself.
+
+    SpeakerMem-R1 files "A says something about B" under B's profile. Only the clear form counts: exactly
+    one other member named, no first person, and the member addressed ("you", "your") or the subject of a
+    statement ("Jordan used to …", "Priya's job …"). A message that also speaks of its author stays theirs.
+    """
+    text = msg.text
+    if FIRST_PERSON.search(text) or len(content_terms(text)) < ABOUT_MIN_WORDS:
+        return None
+    named = [p for p in people.named(text) if p != msg.author_id]
+    if len(named) != 1:
+        return None
+    if YOU.search(text):
+        return named[0]
+    for pid, pat in people.patterns:
+        if pid == named[0] and (m := pat.search(text)) and ABOUT_NAMED.match(text[m.end():]):
+            return named[0]
     return None
 
 
