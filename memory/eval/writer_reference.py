@@ -299,5 +299,5 @@ def stores_in(path: str | Path) -> dict[str, Path]:
     return {p.stem: p}
 
 
-__all__ = ["CONTENT_MATCH", "DISAGREEMENTS", "disagreement_kind", "ReferenceReport", "load_reference", "score_network", "score_stores",
-           "stores_in", "content_pairs"]
+__all__ = ["CONTENT_MATCH", "DISAGREEMENTS", "disagreement_kind", "ReferenceReport", "load_reference",
+           "score_network", "score_stores", "stores_in", "content_pairs"]
