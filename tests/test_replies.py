@@ -300,3 +300,26 @@ def test_typing_as_a_demo_member_speaks_as_that_member(demo_bot):
     assert sorted(p.display_name for p in roster) == ["Leo", "Maya", "Priya", "Sam"]
     reply = ask(chat, out, "@chorus what does everyone think about karaoke?")
     assert "Sam" in reply and "voice is gone" in reply and "Nothing from Maya and Priya" in reply, reply
+
+
+def test_what_did_we_decide_quotes_the_groups_records(demo_bot):
+    """No topic word, but the group's decisions and rules answer it: their records' messages, newest first."""
+    import json
+
+    from memory.llm.fake import ScriptedLLM
+    from memory.writer.writer import Writer, WriterConfig
+
+    bot, _, _ = demo_bot
+    key = ScopeKey("console", "local", "general")
+    before = bot.ask(key, "what did we decide?")
+    assert "Ask me about something said in this channel" in before.text     # no GROUP records yet
+    empty = json.dumps({"actions": []})
+    Writer(bot.store, ScriptedLLM([empty] * 3), config=WriterConfig(extractive=True),
+           records=bot.records).run_pending(force=True)                     # the cue proposer files them
+    reply = bot.ask(key, "what did we decide?")
+    texts = [bot.store.messages([c.message_id])[0].text for c in reply.citations]
+    assert any(t.startswith("Decision: pizza by the river") for t in texts), reply.text
+    assert any(t.startswith("Rule for the night") for t in texts), reply.text
+    stamps = [bot.store.messages([c.message_id])[0].ts for c in reply.citations]
+    assert stamps == sorted(stamps, reverse=True) and not reply.data["abstained"]
+    assert "Ask me about" in bot.ask(key, "hi").text                         # a greeting still gets the hint

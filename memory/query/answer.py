@@ -21,7 +21,7 @@ from ..llm.base import INTERACTIVE, LLM
 from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
 from ..llm.prompts_chat import answer_messages
 from ..models import StoredMessage
-from ..records import Records
+from ..records import GROUP, GROUP_LAYERS, Records
 from ..search import Searcher
 from ..store import Person, Store
 from ..timefmt import stamp
@@ -43,6 +43,9 @@ Policy = Literal["evidence", "model"]
 # (docs/replies.md): the strictest value keeping false declines at or under 10% on each tuning split.
 DECLINE_BELOW = 0.05
 _CITE = re.compile(r"\[(\d{1,3})\]")
+# "What did we decide?", "what's the plan?", "any rules?": no topic word, but the group's own records answer it.
+_GROUP_ASK = re.compile(r"\b(decid\w*|decision\w*|agree\w*|plans?|planned|rules?|settled|norms?)\b", re.I)
+GROUP_QUOTES = 3
 _DONT_KNOW = re.compile(r"\b(i don'?t know|i do not know|not (mentioned|in the messages)|no (answer|information))\b",
                         re.I)
 
@@ -162,6 +165,11 @@ class Answerer:
         roster = self.roster(scope_ids)
         ranked = [m for m in pack.ranked(10) if m.id not in exclude and not m.to_bot]
         stems = question_stems(question, roster)
+        if not stems and not pack.projection.people and _GROUP_ASK.search(question):
+            group = self.group_messages(scope_ids, exclude)
+            if group:
+                return ReplyDraft("Here's what the group settled on, newest first:", self.builder.quotes(group, []),
+                                  False, "group", 1.0)
         weights = self.term_weights(stems)
         members = [p.person_id for p in roster if not p.is_bot]
         per_author = None
@@ -184,6 +192,18 @@ class Answerer:
                                  + list(follow_ups))
         return self.builder.build(question, pack, ranked, roster, weights, per_author=per_author,
                                   known_words=known, sims=sims, follow_ups=follow_ups)
+
+    def group_messages(self, scope_ids: list[int], exclude: frozenset[int] = frozenset()) -> list[StoredMessage]:
+        """The messages the group's current decisions, plans and rules rest on, newest first.
+
+        Only GROUP records qualify, and the gate files one only on a message that speaks for the group, so
+        each quoted message is the checked provenance of a group record, not a search guess.
+        """
+        records = self.composer.records
+        heads = records.heads(scope_ids, owners=[GROUP], layers=list(GROUP_LAYERS))
+        ids = {mid for r in records.get([h.id for h in heads], with_sources=True) for mid in r.sources}
+        msgs = [m for m in self.store.messages(sorted(ids)) if m.id not in exclude and not m.to_bot]
+        return sorted(msgs, key=lambda m: (m.ts, m.id), reverse=True)[:GROUP_QUOTES]
 
     def similarities(self, scope_ids: list[int], text: str, ids: list[int]) -> dict[int, float]:
         """Cosine of the question to each candidate's vector (none when the embedder is unavailable)."""

@@ -59,7 +59,7 @@ class ReplyDraft:
     lead: str
     quoted: list[Quoted]
     declined: bool
-    kind: str  # evidence, each, absent, change, decline, missing (asked-for fact absent), empty, unknown-person
+    kind: str  # evidence, each, absent, change, decline, missing (asked-for fact absent), empty, unknown-person, group
     strength: float = 0.0
     extra_lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -228,19 +228,19 @@ class ReplyBuilder:
         # before they caught unanswerable questions (docs/replies.md).
         if strength < self.decline_below:
             closest = [m for m, c in scored[: self.max_quotes] if c > 0]
-            quoted = self._quote(closest, stems)
+            quoted = self.quotes(closest, stems)
             lead = DECLINE + (" The closest I found:" if quoted else "")
             return ReplyDraft(lead, quoted, True, "decline", strength)
         relevant = [m for m, c in scored if c >= strength * 0.5]
         missing = self.missing_need(question, relevant, ranked, roster, stems, sims)
         if missing is not None:
-            quoted = self._quote(relevant[: self.max_quotes], stems)
+            quoted = self.quotes(relevant[: self.max_quotes], stems)
             return ReplyDraft(f"{DECLINE} What it says on this gives no {missing}. The closest I found:", quoted,
                               True, "missing", strength)
         if _CHANGE.search(question) and len(relevant) > 1:
             shown = sorted(relevant[: self.max_quotes], key=lambda m: (m.ts, m.id))
             if len(shown) > 1:
-                quoted = self._quote(shown, stems)
+                quoted = self.quotes(shown, stems)
                 quoted[0].label, quoted[-1].label = "earlier", "latest"
                 return ReplyDraft("Here's how it went in the chat, oldest first:", quoted, False, "change",
                                   strength)
@@ -251,10 +251,10 @@ class ReplyBuilder:
         update = self._later_update(question, stems, scored, shown[0])
         if update is not None:  # the current state: a later message that changed what the best one says
             shown = [update, shown[0]] + [m for m in shown[1:] if m.id != update.id][: self.max_quotes - 2]
-            quoted = self._quote(shown, stems)
+            quoted = self.quotes(shown, stems)
             quoted[0].label, quoted[1].label = "latest", "earlier"
             return ReplyDraft("Here's the latest on that in the chat:", quoted, False, "evidence", strength)
-        return ReplyDraft("Here's what the chat says:", self._quote(shown, stems), False, "evidence", strength)
+        return ReplyDraft("Here's what the chat says:", self.quotes(shown, stems), False, "evidence", strength)
 
     def missing_need(self, question: str, relevant: list[StoredMessage], ranked: list[StoredMessage],
                      roster: Sequence[Person], stems: Sequence[str], sims: dict[int, float]) -> str | None:
@@ -353,7 +353,8 @@ class ReplyBuilder:
                 return [m, *ranked[:i], *ranked[i + 1:]]
         return ranked
 
-    def _quote(self, msgs: Sequence[StoredMessage], stems: Sequence[str], start: int = 1) -> list[Quoted]:
+    def quotes(self, msgs: Sequence[StoredMessage], stems: Sequence[str], start: int = 1) -> list[Quoted]:
+        """The messages as numbered quotes, long ones cut to the sentences that match ``stems``."""
         return [Quoted(start + i, m, quote_of(m.text, stems)) for i, m in enumerate(msgs)]
 
     def _member_best(self, pid: str, question: str, stems, weights, sims, per_author, ranked, follow_ups
