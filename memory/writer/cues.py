@@ -49,8 +49,9 @@ CHANGE = re.compile(r"\b(change of plans?|moved to|moving to|postponed?|reschedu
 RESPONSIBLE_SELF = re.compile(
     r"\bI(?:'ll| will| can| am going to|'m going to|'m| am) (?:book|bring|pick|buy|get|handle|sort|organi[sz]e"
     r"|drive|call|cook|pay|host|make|take care|grab|collect|send|order|set up|reserve|arrange|cover)\w*\b", re.I)
-HAS_THE = (r"(?:has|have|got|is bringing|is booking|will bring|will book|'ll bring|'ll book|is (?:in charge|on)"
-           r"|is handling)")
+# What follows a member's name when they hold a responsibility ("Leo has the key", "Sam is bringing ...").
+HAS_THE_AFTER_NAME = re.compile(r"\s*(?:has|have|got|is bringing|is booking|will bring|will book|'ll bring|'ll book"
+                                r"|is (?:in charge|on)|is handling)", re.I)
 STANCE = re.compile(
     r"\b(?:I|I'd|I'm|I am|I really|I still|I do(?:n't)?)\s+(?:prefer|vote|think|love|hate|like|don't like|can't stand"
     r"|can't do|can't eat|would rather|'d rather|rather|want|need|am against|am for|am not|believe|feel)\b"
@@ -103,6 +104,13 @@ class People:
                 out.append(pid)
         return out
 
+    def followed_by(self, text: str, pid: str, after: re.Pattern[str]) -> bool:
+        """Whether the first mention of ``pid`` under any of their names continues with ``after``."""
+        for who, pat in self.patterns:
+            if who == pid and (m := pat.search(text)) and after.match(text, m.end()):
+                return True
+        return False
+
     def referenced(self, msg: StoredMessage, window: Sequence[StoredMessage]) -> list[str]:
         """Named in the text, or the author of the message this one replies to (the author excluded)."""
         out = [p for p in self.named(msg.text) if p != msg.author_id]
@@ -145,12 +153,8 @@ def classify(msg: StoredMessage, window: Sequence[StoredMessage], people: People
         return Cue("plan", GROUP, "group_interaction", "decision")
     others = people.referenced(msg, window)
     for pid in people.named(text):
-        if pid == msg.author_id:
-            continue
-        for _, pat in (x for x in people.patterns if x[0] == pid):
-            m = pat.search(text)
-            if m and re.match(r"\s*" + HAS_THE, text[m.end():], re.I):
-                return Cue("responsibility", pid, "per_speaker_profile", "fact")
+        if pid != msg.author_id and people.followed_by(text, pid, HAS_THE_AFTER_NAME):
+            return Cue("responsibility", pid, "per_speaker_profile", "fact")
     if RESPONSIBLE_SELF.search(text):
         return Cue("responsibility", msg.author_id, "per_speaker_core", "fact")
     if CHANGE.search(text) and re.search(r"\b" + _I + r"\b", text, re.I):
@@ -181,11 +185,8 @@ def about_member(msg: StoredMessage, people: People) -> str | None:
     named = [p for p in people.named(text) if p != msg.author_id]
     if len(named) != 1:
         return None
-    if YOU.search(text):
+    if YOU.search(text) or people.followed_by(text, named[0], ABOUT_NAMED):
         return named[0]
-    for pid, pat in people.patterns:
-        if pid == named[0] and (m := pat.search(text)) and ABOUT_NAMED.match(text[m.end():]):
-            return named[0]
     return None
 
 
