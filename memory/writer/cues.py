@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..models import StoredMessage
+from ..people import People
 from ..records import GROUP
-from ..store import Person
 from .grounding import content_terms
 
 # A first-person message with at least this many content words is a self-report worth a core record.
@@ -73,52 +73,6 @@ class Cue:
     owner: str         # person id or GROUP
     layer: str
     utype: str
-
-
-def _name_pattern(name: str) -> re.Pattern[str]:
-    return re.compile(r"(?<![\w@])@?" + re.escape(name) + r"(?![\w])", re.I)
-
-
-class People:
-    """Finds the roster people a message names, aliases, @mentions or replies to."""
-
-    def __init__(self, roster: Sequence[Person]) -> None:
-        self.patterns: list[tuple[str, re.Pattern[str]]] = []
-        for p in roster:
-            if p.is_bot:
-                continue
-            for name in {p.display_name, *p.aliases}:
-                if len(name.strip()) >= 2:
-                    self.patterns.append((p.person_id, _name_pattern(name.strip())))
-
-    def named(self, text: str) -> list[str]:
-        """Person ids named in ``text``, in order of first appearance."""
-        hits: list[tuple[int, str]] = []
-        for pid, pat in self.patterns:
-            m = pat.search(text)
-            if m:
-                hits.append((m.start(), pid))
-        out: list[str] = []
-        for _, pid in sorted(hits):
-            if pid not in out:
-                out.append(pid)
-        return out
-
-    def followed_by(self, text: str, pid: str, after: re.Pattern[str]) -> bool:
-        """Whether the first mention of ``pid`` under any of their names continues with ``after``."""
-        for who, pat in self.patterns:
-            if who == pid and (m := pat.search(text)) and after.match(text, m.end()):
-                return True
-        return False
-
-    def referenced(self, msg: StoredMessage, window: Sequence[StoredMessage]) -> list[str]:
-        """Named in the text, or the author of the message this one replies to (the author excluded)."""
-        out = [p for p in self.named(msg.text) if p != msg.author_id]
-        if msg.reply_to:
-            parent = next((m for m in window if m.msg_id == msg.reply_to), None)
-            if parent is not None and parent.author_id != msg.author_id and parent.author_id not in out:
-                out.append(parent.author_id)
-        return out
 
 
 def thread_members(msg: StoredMessage, window: Sequence[StoredMessage]) -> int:

