@@ -2,7 +2,8 @@
 and a few end-to-end answers with the configured model.
 
 The corpus is synthetic (one scope), with synthetic vectors and a handful of
-Track 2 records per speaker, so projection, both tracks and composition all run.
+Track 2 records per speaker, so the question analysis, both tracks, composition, the reranker and
+the decline all run.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import time
 from pathlib import Path
 
 from memory.query.answer import Answerer
-from memory.query.reply import wants_members
 from memory.records import NewRecord, Records
 from memory.search import Searcher
 from memory.store import Store
@@ -79,7 +79,8 @@ def main(args: argparse.Namespace, settings) -> int:
                 answerer.answer(sid, questions[-1], policy="model")  # warm the model (not on a timed question)
                 e2e, model_tokens = [], []
                 # Questions whose reply is plain evidence: those are the ones the model may write a lead for.
-                plain = [q for q in synthetic.queries(int(args.queries)) if not wants_members(q, 0)] or questions
+                plain = [q for q in synthetic.queries(int(args.queries))
+                         if not answerer.analyse(sid, q).wants_members] or questions
                 for q in plain[: int(args.generate)]:
                     t = time.perf_counter()
                     ans = answerer.answer(sid, q, policy="model")

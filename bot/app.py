@@ -275,7 +275,8 @@ class Bot:
                         persona=PersonaVoice(p.name, p.description, p.voice, p.cares_about),
                         budgets=Budgets(recall_pool=s.recall_pool, top_k=s.top_k, neighbours=s.neighbours,
                                         token_budget=a.evidence_token_budget),
-                        max_new_tokens=a.max_new_tokens, policy=policy, decline_below=a.decline_below, reader=reader)
+                        max_new_tokens=a.max_new_tokens, policy=policy,
+                        decline_below=None if a.decline_below == "trained" else float(a.decline_below), reader=reader)
 
     def profile(self, key: ScopeKey, person: str) -> Reply:
         """A person's current core and profile records, and what others said about them."""

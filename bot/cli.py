@@ -54,18 +54,16 @@ EVAL: tuple[CliCommand, ...] = (
         Arg("--store", "score an existing store (or folder of stores) against --reference; writes nothing"))),
     Command("answer", "replies as users read them: answer recall, cite-hit, declines, latency",
             eval_commands.eval_answer, (
-        Arg("--dataset", "required unless --lodo", choices=DATASETS),
-        Arg("--lodo", "choose the reply constants leave-one-dataset-out on all three dev sets and print the table",
-            type=bool),
-        Arg("--own", "--lodo: also score our own question set (SocialMemBench format) with the chosen constants",
-            default="tests/data/chats"),
+        Arg("--dataset", "the dataset's format (required)", choices=DATASETS, required=True),
         Arg("--data", "a file (or SocialMemBench folder) of the same format"),
         Arg("--out", default="out/eval"),
         Arg("--limit", "only the first N conversations", type=int),
         Arg("--questions", "at most N questions per conversation", type=int),
         Arg("--stores", "reuse stores written by `eval writer` (Track 2 included)"),
+        Arg("--models", "folder of reply models to use instead of the shipped ones (e.g. a held-out model "
+                        "written by `chorus train reranker` under out/train/lodo-DATASET)"),
         Arg("--policies", "comma-separated reply policies to compare: evidence, model, baseline (top BM25 message)",
-            default="evidence,model,baseline"),
+            default="evidence,baseline"),
         Arg("--model-questions", "how many questions the (slow) model policy answers; 0 skips it",
             type=int, default=30))),
     Command("speaker-levenshtein", "compare the records of two stores (writer A vs B)",
@@ -95,6 +93,15 @@ BENCH: tuple[CliCommand, ...] = (  # run by their parent's handler: the benchmar
         Arg("--generate", "also time N full answers with the model", type=int, default=5), BENCH_OUT)),
     Command("search", "hybrid search latency vs numpy and rank-bm25", args=(
         Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=100), BENCH_OUT)),
+)
+
+TRAIN: tuple[CliCommand, ...] = (
+    Command("reranker", "fit the reply's reranker and decline leave-one-dataset-out, print the held-out table, "
+                        "and write the shipped models", eval_commands.train_reranker, (
+        Arg("--out", "folder for the examples cache, the held-out models and the report", default="out/train"),
+        Arg("--models", "where the shipped models are written (default: memory/query/models)"),
+        Arg("--no-locomo", "skip LoCoMo (held out only; it is never trained on)", type=bool),
+        Arg("--limit", "only the first N conversations of each dataset (a quick check)", type=int))),
 )
 
 CLI_COMMANDS: tuple[CliCommand, ...] = (
@@ -128,6 +135,7 @@ CLI_COMMANDS: tuple[CliCommand, ...] = (
         Arg("--port", type=int, default=8001),
         Arg("--token-env", "require the operator token held in this environment variable", metavar="VAR"))),
     Command("eval", "evaluate on real conversation data", subcommands=EVAL, sub_dest="eval_kind"),
+    Command("train", "rebuild the learned models from the dev data", subcommands=TRAIN, sub_dest="train_kind"),
     Command("bench", "benchmarks that compare against a baseline in the same run", commands.bench_cmd,
             subcommands=BENCH, sub_dest="bench_kind"),
     Command("run", "connect the configured Discord / Slack adapters and serve until stopped", platform_cli.run_cmd),

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memory.errors import ConfigError
 
@@ -107,9 +107,18 @@ class AnswerSettings(Section):
         "model call. 'model': the model may write a one-sentence lead over the quoted messages, shown only when a "
         "deterministic check finds its names, numbers and words in the messages it cites. 'auto': evidence for the "
         "shipped 270M model (its sentences rarely pass the check), model for a configured one.")
-    decline_below: float = Field(
-        0.05, ge=0.0, le=1.0, description="Decline (\"this channel's memory doesn't hold that\") when the best quoted "
-        "message holds less than this IDF-weighted share of the question's topic words.")
+    decline_below: float | Literal["trained"] = Field(
+        "trained", description="When to decline (\"this channel's memory doesn't hold that\"): the learned decline "
+        "estimates the probability that the channel's messages answer the question, and the reply declines below "
+        "this threshold (0 to 1). 'trained': the threshold chosen by `chorus train reranker`, the highest that kept "
+        "false declines at or under 5% on each tuning dataset. Lower it to decline less often.")
+    @field_validator("decline_below")
+    @classmethod
+    def _probability(cls, v: float | str) -> float | str:
+        if not isinstance(v, str) and not 0.0 <= v <= 1.0:
+            raise ValueError("decline_below is a probability from 0 to 1, or 'trained'")
+        return v
+
     reader: bool = Field(False, description="Let a capable model look things up with typed tools (search, exact "
                          "phrase, current state, dates) for a few rounds before it answers (EGMemory's adaptive "
                          "reader). Off for the shipped 270M model, which cannot drive tools.")

@@ -65,15 +65,7 @@ def eval_writer(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def eval_answer(args: argparse.Namespace, settings: Settings) -> int:
-    """Replies as users read them (``--lodo``: choose the reply constants leave-one-dataset-out)."""
-    if args.lodo:
-        from memory.eval.reply_lodo import run_reply_lodo
-
-        own = args.own if args.own and Path(args.own).exists() else None
-        data, md = run_reply_lodo(load_embedder_from(settings), own=own)
-        return _emit(args, "answer-lodo", data, md)
-    if not args.dataset:
-        raise ChorusError("eval answer needs --dataset (or --lodo for all three)")
+    """Replies as users read them, under each policy, against gold answers and evidence."""
     from memory.eval.answer import POLICIES, evaluate_replies
     from memory.query.answer import PersonaVoice
 
@@ -83,13 +75,47 @@ def eval_answer(args: argparse.Namespace, settings: Settings) -> int:
         raise ChorusError(f"unknown policy {unknown}: choose from {', '.join(POLICIES)}")
     p = settings.persona
     llm = load_llm_from(settings) if "model" in policies and args.model_questions > 0 else None
+    decline = settings.answer.decline_below
     report = evaluate_replies(args.dataset, data=args.data, embedder=load_embedder_from(settings), llm=llm,
                               persona=PersonaVoice(p.name, p.description, p.voice, p.cares_about),
                               policies=policies, limit_conversations=args.limit, max_questions=args.questions,
                               model_questions=args.model_questions, store_dir=args.stores,
-                              decline_below=settings.answer.decline_below)
+                              decline_below=None if decline == "trained" else float(decline),
+                              models=Path(args.models) if args.models else None)
     name = f"answer-{args.dataset}" + (f"-{Path(args.data).stem}" if args.data else "")
     return _emit(args, name, report.to_json(), report.to_markdown(), plot="answer")
+
+
+def train_reranker(args: argparse.Namespace, settings: Settings) -> int:
+    """Fit the reply's reranker and decline leave-one-dataset-out; write the held-out and the shipped models."""
+    from memory.eval import rerank_train as rt
+    from memory.eval.rerank_data import collect
+
+    own = Path(__file__).resolve().parent.parent / "tests" / "data" / "chats"
+    if not own.exists():
+        raise ChorusError(f"our own question set {own} is missing (it is part of the repository)")
+    emb = load_embedder_from(settings)
+    sets = [("socialmem", None, "socialmem"), ("friendsqa", None, "friendsqa"), ("socialmem", str(own), "own")]
+    if not args.no_locomo:
+        sets.append(("locomo", None, "locomo"))
+    examples = {label: collect(ds, data, emb, limit=args.limit, cache_dir=args.out, label=label)
+                for ds, data, label in sets}
+    results = rt.lodo(examples)
+    out = Path(args.out)
+    for held in results:  # the held-out models, for `chorus eval answer --models out/train/lodo-DATASET`
+        train = [e for ds in rt.LICENSED if ds != held and ds in examples for e in examples[ds]]
+        booster, decline, threshold = rt.train_models(train)
+        rt.write_models(booster, decline, threshold, out / f"lodo-{held}", trained_on=results[held]["trained_on"])
+    shipped = [e for ds in rt.LICENSED for e in examples[ds]]
+    booster, decline, threshold = rt.train_models(shipped)
+    written = rt.write_models(booster, decline, threshold, Path(args.models) if args.models else rt.MODEL_DIR)
+    md = ("### Reply reranker and decline, held out one dataset at a time\n\n" + rt.lodo_table(results)
+          + f"\n\nShipped models (trained on {', '.join(rt.LICENSED)}; threshold {threshold:.4f}): "
+          + ", ".join(str(p) for p in written) + "\n\nFeature importance (gain %): "
+          + ", ".join(f"{n} {g}" for n, g in rt.importance(booster)[:15]) + "\n")
+    args.out = str(out)
+    return _emit(args, "train-reranker", {"lodo": results, "threshold": threshold,
+                                          "importance": rt.importance(booster)}, md)
 
 
 def eval_speaker_levenshtein(args: argparse.Namespace, settings: Settings) -> int:

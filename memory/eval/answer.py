@@ -13,9 +13,7 @@ our own sets marked unanswerable.
 from __future__ import annotations
 
 import re
-import string
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from tqdm import tqdm
 from ..datasets import load_dataset
 from ..embeddings.base import Embedder
 from ..llm.base import LLM
-from ..query.answer import DECLINE_BELOW, Answer, Answerer, PersonaVoice
+from ..query.answer import Answer, Answerer, PersonaVoice
 from ..query.support import content_stems
 from ..records import Records
 from ..search import Searcher
@@ -38,47 +36,6 @@ from .stores import conversation_stores
 POLICIES = ("evidence", "model", "baseline")
 _CITE_LINE = re.compile(r"^\[(\d{1,3})\] (?:[a-z]+: )?(.+?) \((\d{4}-\d\d-\d\d \d\d:\d\d)\): “(.*)”$")
 _MARK = re.compile(r"\[(\d{1,3})\]")
-
-
-def set_token_f1(prediction: str, gold: str) -> float:
-    """SpeakerMem-R1 App. C: token sets after light normalisation."""
-    def toks(s: str) -> set[str]:
-        s = " ".join(s.lower().strip().split()).rstrip(".")
-        return set(s.split())
-    a, g = toks(prediction), toks(gold)
-    inter = len(a & g)
-    if not a or not g or not inter:
-        return 0.0
-    p, r = inter / len(a), inter / len(g)
-    return 2 * p * r / (p + r)
-
-
-def _normalize(s: str) -> str:
-    s = s.replace(",", "").lower()
-    s = "".join(ch for ch in s if ch not in set(string.punctuation))
-    s = re.sub(r"\b(a|an|the|and)\b", " ", s)
-    return " ".join(s.split())
-
-
-def locomo_f1(prediction: str, gold: str, category: str) -> float:
-    """LoCoMo's official F1 (Porter-stemmed multiset overlap; category 1 golds scored part by part)."""
-    from nltk.stem import PorterStemmer
-
-    stemmer = PorterStemmer()
-
-    def single(p: str, g: str) -> float:
-        ps, gs = [stemmer.stem(w) for w in _normalize(p).split()], [stemmer.stem(w) for w in _normalize(g).split()]
-        same = sum((Counter(ps) & Counter(gs)).values())
-        if same == 0:
-            return 0.0
-        precision, recall = same / len(ps), same / len(gs)
-        return 2 * precision * recall / (precision + recall)
-
-    if category == "1":
-        golds = [g.strip() for g in gold.split(",") if g.strip()]
-        preds = [p.strip() for p in prediction.split(",") if p.strip()] or [prediction]
-        return mean([max(single(p, g) for p in preds) for g in golds]) if golds else 0.0
-    return single(prediction, gold)
 
 
 def answer_recall(reply: str, gold: str) -> float | None:
@@ -198,7 +155,8 @@ def evaluate_replies(dataset: str, *, data: str | Path | None, embedder: Embedde
                      persona: PersonaVoice | None = None, policies: tuple[str, ...] = ("evidence", "baseline"),
                      limit_conversations: int | None = None, max_questions: int | None = None,
                      model_questions: int = 30, store_dir: str | Path | None = None,
-                     decline_below: float | None = None, progress: bool = True) -> ReplyReport:
+                     decline_below: float | None = None, models: Path | None = None,
+                     progress: bool = True) -> ReplyReport:
     """Score every question's reply under each policy (the model one on the first ``model_questions``)."""
     conversations = load_dataset(dataset, data)[:limit_conversations]
     report = ReplyReport(dataset, list(policies))
@@ -210,7 +168,7 @@ def evaluate_replies(dataset: str, *, data: str | Path | None, embedder: Embedde
         store, conv, scope_ids = cs.store, cs.conv, cs.scope_ids
         searcher = Searcher(store)
         answerer = Answerer(store, searcher, Records(store), llm, persona=persona,
-                            decline_below=DECLINE_BELOW if decline_below is None else decline_below)
+                            decline_below=decline_below, models=models)
         for q in conv.questions[: max_questions or None]:
             bar.update(1)
             report.questions += 1

@@ -1,11 +1,13 @@
 """Answer a question from one scope's memory: evidence first, a generated sentence only if it checks out.
 
-The pipeline projects the question, composes the evidence pack, and builds an
-evidence-first reply (`reply.ReplyBuilder`). Under the ``model`` policy the model
-may then write one short lead sentence over the quoted messages; it is shown only
-when `support.check_sentence` finds its names, numbers and words in the messages
-it cites. Nothing the model says can add a citation, and weak evidence is declined
-before any model runs.
+The pipeline analyses the question once (memory/question.py), composes the evidence
+pack, reranks the candidates with their conversational context (a learned model,
+memory/query/rank_model.py), lets the learned decline decide whether the chat answers
+the question, and builds an evidence-first reply (`reply.ReplyBuilder`). Under the
+``model`` policy the model may then write one short lead sentence over the quoted
+messages; it is shown only when `support.check_sentence` finds its names, numbers and
+words in the messages it cites. Nothing the model says can add a citation, and weak
+evidence is declined before any model runs.
 """
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+import numpy as np
 
 from ..errors import ModelError
 from ..ftsquery import stem
@@ -21,14 +26,16 @@ from ..llm.base import INTERACTIVE, LLM
 from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
 from ..llm.prompts_chat import answer_messages
 from ..models import StoredMessage
+from ..question import Question, analyse, content_stems
 from ..records import GROUP, GROUP_LAYERS, Records
 from ..search import Searcher
 from ..store import Person, Store
 from ..timefmt import stamp
+from .candidates import Candidate, features, gather
 from .compose import Budgets, Composer, EvidencePack
-from .project import Projection, project
+from .rank_model import Decline, Reranker, decline_features, shipped
 from .reader_reply import reader_answer
-from .reply import DECLINE, ReplyBuilder, ReplyDraft, question_stems, wants_members
+from .reply import DECLINE, Ranking, ReplyBuilder, ReplyDraft
 from .support import SupportResult, check_sentence, idf, sentences
 
 if TYPE_CHECKING:
@@ -38,14 +45,9 @@ log = logging.getLogger(__name__)
 
 ABSTAIN = DECLINE
 Policy = Literal["evidence", "model"]
-# Decline below this evidence strength (the best quoted message's relevance: IDF-weighted share of the
-# question's topic words, slot-aware, or closeness in meaning). Chosen leave-one-dataset-out
-# (docs/replies.md): the strictest value keeping false declines at or under 10% on each tuning split.
-DECLINE_BELOW = 0.05
 _CITE = re.compile(r"\[(\d{1,3})\]")
-# "What did we decide?", "what's the plan?", "any rules?": no topic word, but the group's own records answer it.
-_GROUP_ASK = re.compile(r"\b(decid\w*|decision\w*|agree\w*|plans?|planned|rules?|settled|norms?)\b", re.I)
 GROUP_QUOTES = 3
+# The model's own "the messages don't say": its sentence then turns the reply into a decline.
 _DONT_KNOW = re.compile(r"\b(i don'?t know|i do not know|not (mentioned|in the messages)|no (answer|information))\b",
                         re.I)
 
@@ -89,28 +91,14 @@ def answer_prompt(persona: PersonaVoice, question: str, evidence: str) -> str:
             f"{evidence}\n\nQuestion: {question.strip()}\nAnswer:")
 
 
-def without_names(question: str, roster: list[Person]) -> str:
-    """The question with members' names taken out, so closeness in meaning is about the topic.
-
-    Stored vectors embed "author: text"; a name in the question would pull every message of that
-    person closer, whatever it says.
-    """
-    names = sorted({n for p in roster for n in (*p.names(), p.display_name.split()[0]) if len(n) > 1},
-                   key=len, reverse=True)
-    if not names:
-        return question
-    pattern = re.compile(r"(?<!\w)(" + "|".join(re.escape(n) for n in names) + r")(?:'s|’s)?(?!\w)", re.I)
-    stripped = " ".join(pattern.sub(" ", question).split())
-    return stripped or question
-
-
 class Answerer:
-    """The query pipeline end to end: project, compose, evidence-first reply, optional checked sentence."""
+    """The query pipeline end to end: analyse, compose, rerank, decline or quote, optional checked sentence."""
 
     def __init__(self, store: Store, searcher: Searcher, records: Records, llm: LLM | None, *,
                  persona: PersonaVoice | None = None, budgets: Budgets | None = None,
                  max_new_tokens: int = 48, policy: Policy = "evidence",
-                 decline_below: float = DECLINE_BELOW, reader: Reader | None = None) -> None:
+                 decline_below: float | None = None, reader: Reader | None = None,
+                 models: Path | None = None) -> None:
         self.store = store
         self.searcher = searcher
         self.composer = Composer(store, searcher, records, budgets)
@@ -118,8 +106,26 @@ class Answerer:
         self.persona = persona or PersonaVoice()
         self.max_new_tokens = max_new_tokens
         self.policy: Policy = policy
-        self.builder = ReplyBuilder(decline_below=decline_below)
+        self.builder = ReplyBuilder()
+        self.models = models  # the reply models' folder (memory/query/models by default)
+        self._decline_below = decline_below  # None: the decline model's trained threshold
         self.reader = reader  # EGMemory's adaptive reader (answer.reader); its answer passes the same check
+
+    @property
+    def decline_below(self) -> float:
+        """The probability under which the reply declines: answer.decline_below, else the trained threshold."""
+        return self.shipped()[1].threshold if self._decline_below is None else self._decline_below
+
+    def shipped(self) -> tuple[Reranker, Decline]:
+        """The reranker and the decline, loaded on first use (ModelMissing names the fix when absent)."""
+        return shipped(str(self.models) if self.models else None)
+
+    def analyse(self, scope_ids: list[int], question: str, *, asked_at: float | None = None,
+                asker_id: str | None = None, roster: list[Person] | None = None) -> Question:
+        """The question analysis against this channel's roster and vocabulary."""
+        return analyse(question, roster if roster is not None else self.roster(scope_ids),
+                       asked_at=asked_at or time.time(), asker_id=asker_id,
+                       known=lambda words: self.known_words(scope_ids, words))
 
     def prepare(self, scope_ids: list[int], question: str, *, asked_at: float | None = None,
                 asker_id: str | None = None, exclude: frozenset[int] = frozenset(),
@@ -127,12 +133,11 @@ class Answerer:
         """Everything up to the reply: the pack and its rendered evidence (no generation)."""
         t = time.perf_counter()
         roster = self.roster(scope_ids)
-        asked_at = asked_at or time.time()
-        projection: Projection = project(question, roster, asked_at=asked_at, asker_id=asker_id)
-        t_project = (time.perf_counter() - t) * 1000
-        pack = self.composer.compose(scope_ids, question, projection, roster, exclude=exclude, asked_at=asked_at,
-                                     **ablations)
-        pack.timings_ms["project"] = t_project
+        q = self.analyse(scope_ids, question, asked_at=asked_at, asker_id=asker_id, roster=roster)
+        t_analyse = (time.perf_counter() - t) * 1000
+        pack = self.composer.compose(scope_ids, q, roster, exclude=exclude, **ablations)
+        pack.roster = roster
+        pack.timings_ms["analyse"] = t_analyse
         names = {p.person_id: p.display_name for p in roster}
         evidence = pack.render(names)
         pack.timings_ms["prepare_total"] = (time.perf_counter() - t) * 1000
@@ -147,51 +152,66 @@ class Answerer:
         pack, evidence, _ = self.prepare(scope_ids, question, **kw)
         timings = dict(pack.timings_ms)
         exclude = kw.get("exclude", frozenset())
-        draft = self.draft(scope_ids, question, pack, exclude)
+        draft = self.draft(scope_ids, pack, exclude)
         timings["reply"] = (time.perf_counter() - t0) * 1000 - timings.get("prepare_total", 0.0)
         ans = Answer(draft.text(), pack, [q.n for q in draft.quoted], draft.declined, timings_ms=timings,
                      notes=list(draft.notes), draft=draft)
         if (policy or self.policy) == "model" and self.llm is not None and draft.kind == "evidence" \
                 and draft.quoted:
             if self.reader is None or not reader_answer(self.reader, ans, scope_ids, question,
-                                                        self.roster(scope_ids), **kw):
+                                                        pack.roster or [], stems=pack.question.stems, **kw):
                 self._generate(question, ans)
         timings["total"] = (time.perf_counter() - t0) * 1000
         return ans
 
-    def draft(self, scope_ids: list[int], question: str, pack: EvidencePack,
-              exclude: frozenset[int] = frozenset()) -> ReplyDraft:
+    def candidates(self, scope_ids: list[int], pack: EvidencePack, exclude: frozenset[int] = frozenset()
+                   ) -> tuple[list[Candidate], np.ndarray]:
+        """The pack's candidates with their context, and their features (what the reranker and training read)."""
+        q = pack.question
+        roster = pack.roster if pack.roster is not None else self.roster(scope_ids)
+        extra: list[StoredMessage] = []
+        if q.wants_members:  # each member's best message, so "each" and "who hasn't" see every member
+            members = [p.person_id for p in roster if not p.is_bot]
+            found = pack.per_author
+            if found is None or any(p not in found for p in members):
+                found = self.searcher.best_by_authors(scope_ids, q.issue, members)
+            extra = list(found.values())
+        cands = gather(self.store, pack.hits, exclude=exclude, extra=extra)
+        ids = {m.id for c in cands for m in (c.message, *c.prev, c.next, c.parent) if m is not None}
+        sims = self.similarities(scope_ids, q.dense_text, sorted(ids))
+        weights = self.term_weights(scope_ids, q.stems)
+        return cands, features(q, cands, roster, weights, sims)
+
+    def rank(self, scope_ids: list[int], pack: EvidencePack, exclude: frozenset[int] = frozenset()) -> Ranking:
+        """The pack's candidates in context, scored by the reranker, and the decline's verdict."""
+        q = pack.question
+        reranker, decline = self.shipped()
+        cands, x = self.candidates(scope_ids, pack, exclude)
+        scores = reranker.score(x)
+        order = [int(i) for i in np.lexsort((np.arange(len(cands)), -scores))] if len(cands) else []
+        for i, c in enumerate(cands):
+            c.score = float(scores[i])
+        vocab = self.vocab_share(scope_ids, q.stems, exclude)
+        p = decline.probability(decline_features(q, x, scores, order, vocab))
+        return Ranking(cands, x, scores, order, p, p >= self.decline_below)
+
+    def draft(self, scope_ids: list[int], pack: EvidencePack, exclude: frozenset[int] = frozenset()) -> ReplyDraft:
         """The evidence-first reply for a composed pack (deterministic, no model)."""
-        roster = self.roster(scope_ids)
-        ranked = [m for m in pack.ranked(10) if m.id not in exclude and not m.to_bot]
-        stems = question_stems(question, roster)
-        if not stems and not pack.projection.people and _GROUP_ASK.search(question):
+        q = pack.question
+        roster = pack.roster if pack.roster is not None else self.roster(scope_ids)
+        if q.group_ask:
             group = self.group_messages(scope_ids, exclude)
             if group:
                 return ReplyDraft("Here's what the group settled on, newest first:", self.builder.quotes(group, []),
                                   False, "group", 1.0)
-        weights = self.term_weights(stems)
-        members = [p.person_id for p in roster if not p.is_bot]
-        per_author = None
-        if members and wants_members(question, len(pack.projection.people)):
-            found = pack.per_author  # the rows' fallbacks, found with the same query, when rows needed them
-            if found is None or any(p not in found for p in members if p in pack.projection.people):
-                found = self.searcher.best_by_authors(scope_ids, pack.projection.issue, members)
-            per_author = {a: m for a, m in found.items() if m.id not in exclude and not m.to_bot}
-        follow_ups: dict[int, tuple[StoredMessage, StoredMessage]] = {}
-        # Messages right after the best hits: short replies ("paid too") speak to the same topic, and the
-        # answers to a question or proposal ("should we get a cat?" - "I'm allergic") to the question.
-        anchors = ranked[:5] if per_author is not None else [m for m in ranked[:3] if "?" in m.text]
-        for anchor in anchors:
-            for m in self.store.neighbours(anchor, before=0, after=3):
-                if m.id != anchor.id and m.id not in exclude and not m.to_bot:
-                    follow_ups.setdefault(m.id, (m, anchor))
-        known = self.known_words(question)
-        sims = self.similarities(scope_ids, without_names(question, roster),
-                                 [m.id for m in ranked] + [m.id for m in (per_author or {}).values()]
-                                 + list(follow_ups))
-        return self.builder.build(question, pack, ranked, roster, weights, per_author=per_author,
-                                  known_words=known, sims=sims, follow_ups=follow_ups)
+        early = self.builder.preliminary(q, roster, bool(pack.hits) or bool(pack.per_author))
+        if early is not None:
+            return early
+        ranking = self.rank(scope_ids, pack, exclude)
+        draft = self.builder.build(q, ranking, roster)
+        draft.notes.append(f"p(answer) {ranking.p_answer:.3f} (threshold {self.decline_below:.3f}); "
+                           f"kind {q.kind}; {'; '.join(q.reasons)}")
+        return draft
 
     def group_messages(self, scope_ids: list[int], exclude: frozenset[int] = frozenset()) -> list[StoredMessage]:
         """The messages the group's current decisions, plans and rules rest on, newest first.
@@ -212,29 +232,44 @@ class Answerer:
         qv = self.searcher.vector_or_none(text)
         return {} if qv is None else self.searcher.vectors.similarities(scope_ids, qv, ids)
 
-    def term_weights(self, stems: list[str]) -> dict[str, float]:
-        """IDF of each stem over the store's message index (rare words say more about relevance).
-
-        The index spans every scope of the file, which is what IDF needs.
-        """
-        if not stems:
-            return {}
+    def doc_freqs(self, scope_ids: list[int], stems: list[str]) -> tuple[int, dict[str, int]]:
+        """The number of messages and each stem's document frequency in the visible scopes."""
         with self.store.read() as conn:
             n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0] or 1
+            if not stems:
+                return n, {}
             df = dict(conn.execute(f"SELECT term, doc FROM messages_fts_vocab WHERE term IN "
                                    f"({','.join('?' * len(stems))})", stems).fetchall())
-        return {s: idf(int(df.get(s, 0)), n) for s in stems}
+        return n, {s: int(df.get(s, 0)) for s in stems}
 
-    def known_words(self, question: str) -> set[str]:
-        """Capitalised words of the question that occur somewhere in the stored messages."""
-        words = {w.casefold() for w in re.findall(r"(?<![\w'’])[A-Z][a-z]{2,}", question)}
+    def term_weights(self, scope_ids: list[int], stems: list[str]) -> dict[str, float]:
+        """IDF of each stem over the visible scopes' messages (rare words say more about relevance)."""
+        if not stems:
+            return {}
+        n, df = self.doc_freqs(scope_ids, stems)
+        return {s: idf(df[s], n) for s in stems}
+
+    def known_words(self, scope_ids: list[int], words: list[str]) -> set[str]:
+        """Those of ``words`` (lower-cased) that the visible scopes' messages use."""
         if not words:
             return set()
         by_stem = {stem(w): w for w in words}
-        with self.store.read() as conn:
-            found = {r[0] for r in conn.execute(f"SELECT term FROM messages_fts_vocab WHERE term IN "
-                                                f"({','.join('?' * len(by_stem))})", list(by_stem))}
-        return {by_stem[s] for s in found}
+        _, df = self.doc_freqs(scope_ids, list(by_stem))
+        return {by_stem[s] for s, d in df.items() if d > 0}
+
+    def vocab_share(self, scope_ids: list[int], stems: list[str], exclude: frozenset[int] = frozenset()) -> float:
+        """The share of the question's topic stems that the visible scopes' messages use at all.
+
+        ``exclude``d messages do not count (a counterfactual: the evidence taken out of the store).
+        """
+        if not stems:
+            return 1.0
+        _, df = self.doc_freqs(scope_ids, stems)
+        if exclude:
+            for m in self.store.messages(sorted(exclude)):
+                for s in set(content_stems(m.text)) & set(df):
+                    df[s] -= 1
+        return sum(1 for s in stems if df.get(s, 0) > 0) / len(stems)
 
     # ------------------------------------------------------------------ the model's sentence
     def _generate(self, question: str, ans: Answer) -> None:

@@ -12,12 +12,12 @@ import time
 from dataclasses import dataclass, field
 
 from ..models import SearchHit, StoredMessage
+from ..question import ALL, Question
 from ..records import GROUP, INSIGHT_LAYER, Record, Records
 from ..search import Searcher
 from ..store import Person, Store
 from ..timefmt import stamp
 from .dates import annotate
-from .project import ALL, Projection
 
 # Reciprocal-rank constant for fusing Track 2 provenance with Track 1 hits in
 # `EvidencePack.message_ids` (5, 10 and 30 scored alike on SocialMemBench).
@@ -32,6 +32,7 @@ TRACK2_WEIGHT = 0.5
 class Budgets:
     recall_pool: int = 160  # = memory.search.HYBRID.pool (tuned leave-one-dataset-out)
     top_k: int = 10
+    rerank_k: int = 30  # search hits the reply's reranker sees (memory/query/candidates.py)
     neighbours: int = 1
     expand_hits: int = 3
     row_k: int = 2
@@ -70,13 +71,14 @@ class Row:
 
 @dataclass
 class EvidencePack:
-    projection: Projection
+    question: Question
     excerpts: list[Cite]
     rows: list[Row]
     cites: list[Cite]
     hits: list[SearchHit]
     timings_ms: dict[str, float] = field(default_factory=dict)
     per_author: dict[str, StoredMessage] | None = None  # each member's best message, when rows needed it
+    roster: list[Person] | None = None  # the asked scopes' roster, read once per question
 
     def message_ids(self, k: int, *, track1: bool = True, track2: bool = True,
                     person_rows: bool = True, group_rows: bool = True) -> list[str]:
@@ -96,7 +98,7 @@ class EvidencePack:
         provenance: list[StoredMessage] = []
         # A "who said it" question is answered by the verbatim message: each named person's records
         # would push it out of a small budget (docs/writer.md), so person rows add no provenance then.
-        person_rows = person_rows and not self.projection.attribution
+        person_rows = person_rows and not self.question.attribution
         if track2:
             rows = [r for r in self.rows
                     if not ((r.key == GROUP and not group_rows) or (r.key != GROUP and not person_rows))]
@@ -175,14 +177,15 @@ class Composer:
         self.records = records
         self.budgets = budgets or Budgets()
 
-    def compose(self, scope_ids: list[int], question: str, projection: Projection, roster: list[Person], *,
+    def compose(self, scope_ids: list[int], question: Question, roster: list[Person], *,
                 exclude: frozenset[int] = frozenset(), use_track1: bool = True, use_track2: bool = True,
-                person_rows: bool = True, group_rows: bool = True, asked_at: float | None = None) -> EvidencePack:
+                person_rows: bool = True, group_rows: bool = True) -> EvidencePack:
         b = self.budgets
+        projection = question
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        hits = self.searcher.search(scope_ids, question, k=b.top_k, pool=b.recall_pool, exclude=exclude,
-                                    asked_at=asked_at) \
+        hits = self.searcher.search(scope_ids, question.text, k=max(b.top_k, b.rerank_k), pool=b.recall_pool,
+                                    exclude=exclude, question=question) \
             if use_track1 else []
         timings["track1"] = (time.perf_counter() - t) * 1000
         cites: dict[int, Cite] = {}
@@ -195,7 +198,7 @@ class Composer:
         used = 0
         excerpts: list[Cite] = []
         expanded: list[StoredMessage] = []
-        for n, h in enumerate(hits):
+        for n, h in enumerate(hits[: b.top_k]):
             group = self.searcher.expand([h.message], before=b.neighbours, after=b.neighbours) \
                 if n < b.expand_hits and b.neighbours else [h.message]
             for m in group:
@@ -246,12 +249,12 @@ class Composer:
                     used += cost
                 rows.append(row)
         timings["track2"] = (time.perf_counter() - t) * 1000
-        pack = EvidencePack(projection, excerpts, rows, sorted(cites.values(), key=lambda c: c.n), hits, timings)
+        pack = EvidencePack(question, excerpts, rows, sorted(cites.values(), key=lambda c: c.n), hits, timings)
         if use_track2:
             pack.per_author = fallback_cache
         return pack
 
-    def _row(self, scope_ids: list[int], key: str, name: str, projection: Projection,
+    def _row(self, scope_ids: list[int], key: str, name: str, projection: Question,
              exclude: frozenset[int], cite, group_matches: list[Record], qv, fallback) -> Row:
         b = self.budgets
         row = Row(key, "GROUP" if key == GROUP else name)
@@ -277,7 +280,7 @@ class Composer:
                 row.fallback = cite(best)
         return row
 
-    def _add(self, row: Row, rec: Record, projection: Projection, cite, via: str) -> None:
+    def _add(self, row: Row, rec: Record, projection: Question, cite, via: str) -> None:
         history: list[Record] = []
         if projection.tense == "full":
             chain = [r for r in self.records.chain(rec.id) if r.status == "active"]

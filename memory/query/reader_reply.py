@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ChorusError
-from .reply import Quoted, ReplyDraft, question_stems, quote_of
+from .reply import Quoted, ReplyDraft, quote_of
 from .support import SupportResult, check_sentence
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ def read_into(reader: Reader, draft: ReplyDraft, scope_ids: Sequence[int], quest
 
 
 def reader_answer(reader: Reader, ans: Any, scope_ids: Sequence[int], question: str, roster: Sequence[Any], *,
-                  asked_at: float | None = None, exclude: frozenset[int] = frozenset(), **_: Any) -> bool:
+                  stems: Sequence[str] = (), asked_at: float | None = None, exclude: frozenset[int] = frozenset(),
+                  **_: Any) -> bool:
     """The ``Answerer`` hook: True when the reader's checked answer now is ``ans`` (an ``answer.Answer``).
 
     False leaves ``ans`` as it was (apart from notes and timings), and the caller
@@ -65,7 +66,7 @@ def reader_answer(reader: Reader, ans: Any, scope_ids: Sequence[int], question: 
     if draft is None:
         return False
     try:
-        result, check = read_into(reader, draft, scope_ids, question, question_stems(question, roster),
+        result, check = read_into(reader, draft, scope_ids, question, stems,
                                   asked_at=asked_at, exclude=exclude)
     except ChorusError as err:  # a store or model failure inside a tool: the reply goes on without the reader
         log.warning("reader failed: %s", err, exc_info=True)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..ftsquery import stem, terms
+from ..ftsquery import terms
+from ..question import content_stems
 
 _NUMBER = re.compile(r"(?<![\w])[$€£]?\d[\d,.:/]*(?:am|pm|st|nd|rd|th|k|%)?(?![\w])", re.I)
 _CAPITAL = re.compile(r"(?<![\w'’])([A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?)")
@@ -27,23 +28,6 @@ according yes no also still now earlier later latest current currently previousl
 decided decide agreed agree plan planned wants want wanted likes like prefers prefer prefered preferred
 person people someone everyone everybody members member they them their he she his her it its
 """.split())
-# Question words that name what is asked rather than what it is about.
-QUESTION_FRAMING = FRAMING | frozenset("""
-tell know find remember happen happened anything something going gonna
-hi hello hey hiya yo thanks thank cheers ok okay please chorus bot test testing much many
-hasn haven hadn yet
-""".split())
-
-
-def content_stems(text: str, *, drop: Iterable[str] = ()) -> list[str]:
-    """Stems of the content words of ``text`` (stopwords and ``drop`` left out), in order, unique."""
-    dropped = set(drop)
-    out: dict[str, None] = {}
-    for w in terms(text):
-        if w in dropped or len(w) < 2 and not w.isdigit():
-            continue
-        out[stem(w) if w.isalpha() else w] = None
-    return list(out)
 
 
 def numbers(text: str) -> set[str]:
@@ -125,73 +109,3 @@ def check_sentence(sentence: str, cited_texts: dict[int, str], *, known_names: I
 def idf(doc_freq: int, n_docs: int) -> float:
     """BM25's inverse document frequency, floored at a small positive weight."""
     return max(0.05, math.log(1.0 + (n_docs - doc_freq + 0.5) / (doc_freq + 0.5)))
-
-
-def coverage(question_stems: Sequence[str], weights: dict[str, float], text: str) -> float:
-    """IDF-weighted share of the question's content stems that ``text`` contains (0..1)."""
-    if not question_stems:
-        return 0.0
-    have = set(content_stems(text))
-    total = sum(weights.get(s, 1.0) for s in question_stems)
-    got = sum(weights.get(s, 1.0) for s in question_stems if s in have)
-    return got / total if total else 0.0
-
-
-# What kind of answer a question wants, and whether a message holds one. A message that repeats the
-# question's topic but lacks the slot ("we need to pick a place for dinner" for "where is dinner?")
-# covers the question only partly.
-_SLOT_QUESTIONS = {
-    "time": re.compile(r"\b(when|what time|what day|which day|what date|how long ago|what year|what month|"
-                       r"which month|which year|how soon)\b", re.I),
-    "place": re.compile(r"\bwhere\b", re.I),
-    "amount": re.compile(r"\b(how (much|many|long|old|far|often)|what (price|amount|number))\b", re.I),
-}
-# Words and forms that state a time or a date (clock times, ordinals, years, day parts, weekdays, months).
-TIME_WORDS = (r"\d{1,2}(:\d{2})?\s*(am|pm)|\d{1,2}:\d{2}|\d{4}|\d{1,2}(st|nd|rd|th)|today|tonight|tomorrow|"
-              r"yesterday|weekend|(next|last|this) (week|month|year|time)|morning|afternoon|evening|noon|midnight|"
-              r"o'?clock|" + "|".join(sorted(_MONTHS)))
-_SLOT_ANSWERS = {
-    "time": re.compile(r"\b(" + TIME_WORDS + r"|ago)\b", re.I),
-    "place": re.compile(r"\b(at|by|near|on|in|to|from|outside) (the |a |our |my )?(\w+ )?(place|street|road|river|"
-                        r"park|house|restaurant|bar|pub|cafe|café|club|office|home|beach|city|town|centre|"
-                        r"center|hall|room|station|shop|store|school|lake|garden|bakery)\b", re.I),
-    "amount": re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|dozen|hundred|thousand|"
-                         r"few|several|once|twice)\b", re.I),
-}
-
-
-def answer_slot(question: str) -> str | None:
-    """The kind of answer ``question`` asks for (time, place, amount), if it asks for one of these."""
-    for name, pattern in _SLOT_QUESTIONS.items():
-        if pattern.search(question):
-            return name
-    return None
-
-
-def has_slot(slot: str | None, text: str) -> bool:
-    if slot is None:
-        return False
-    pattern = _SLOT_ANSWERS[slot]
-    if slot == "place" and _NAMED_PLACE.search(text):  # "at Luigi's", "in Lisbon"
-        return True
-    return bool(pattern.search(text))
-
-
-_NAMED_PLACE = re.compile(r"\b(?:[Aa]t|[Ii]n|[Oo]n|[Tt]o|[Ff]rom|[Nn]ear) (?:the )?[A-Z][a-z]+")
-
-
-def slot_coverage(question_stems: Sequence[str], weights: dict[str, float], text: str, slot: str | None, *,
-                  on_topic: bool = False) -> float:
-    """`coverage` where the wanted answer kind counts as one more topic word of average weight.
-
-    The slot only counts for a message that is about the question (it holds a topic word, or the
-    caller found it close in meaning): "300 euros" answers "how much" only if it is about the bill.
-    """
-    if slot is None:
-        return coverage(question_stems, weights, text)
-    have = set(content_stems(text))
-    ws = [weights.get(s, 1.0) for s in question_stems]
-    slot_w = sum(ws) / len(ws) if ws else 1.0
-    topical = sum(w for s, w in zip(question_stems, ws) if s in have)
-    credit = slot_w if (topical > 0 or on_topic) and has_slot(slot, text) else 0.0
-    return (topical + credit) / (sum(ws) + slot_w)
