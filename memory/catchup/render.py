@@ -5,6 +5,7 @@ links; a change reads "was: ... [1] -> now: ... [2]". The text is the same on ev
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
@@ -73,8 +74,7 @@ def render(digest: Digest, *, tz: tzinfo = UTC, where: str = "", since_note: str
     return Rendered("\n".join(out), cited, lines)
 
 
-def _line(ln: DigestLine, quote) -> str:
+def _line(ln: DigestLine, quote: Callable[[int], str]) -> str:
+    was = " / ".join(quote(m) for m in ln.was_ids)  # numbered first: the older message reads first
     new = " / ".join(quote(m) for m in ln.message_ids)
-    if ln.was_ids:
-        return "was: " + " / ".join(quote(m) for m in ln.was_ids) + " → now: " + new
-    return new
+    return f"was: {was} → now: {new}" if was else new
