@@ -37,8 +37,10 @@ from .report import markdown_table, mean
 SMB_CATEGORIES = {"Q2": "decision", "Q6": "norm", "Q8": "change"}
 SMB_SINCE_SESSION = 3
 BASELINE_QUERY = "decided decision plan rule"
+SHIPPED = CatchupConfig()
 # The constants the leave-one-dataset-out sweep chooses between (docs/catchup.md).
-GRID = {"per_kind": (2, 3, 4), "min_score": (0.5, 0.7, 0.8)}
+GRID_PER_KIND = (2, 3, 4)
+GRID_MIN_SCORE = (0.5, 0.7, 0.8)
 
 
 @dataclass
@@ -190,11 +192,11 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def configs(base: CatchupConfig) -> list[CatchupConfig]:
-    return [replace(base, per_kind=p, min_score=s) for p, s in itertools.product(GRID["per_kind"], GRID["min_score"])]
+    return [replace(base, per_kind=p, min_score=s) for p, s in itertools.product(GRID_PER_KIND, GRID_MIN_SCORE)]
 
 
 def evaluate_catchup(own: str | Path | None, smb: str | Path | None, *,
-                     config: CatchupConfig = CatchupConfig(), lodo: bool = False) -> dict:
+                     config: CatchupConfig = SHIPPED, lodo: bool = False) -> dict:
     """Score the shipped constants on both sets; with ``lodo`` also choose them on one set, score the other."""
     with tempfile.TemporaryDirectory(prefix="chorus-catchup-") as tmp:
         sets: dict[str, list[Case]] = {}
