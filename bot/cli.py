@@ -99,6 +99,9 @@ BENCH: tuple[CliCommand, ...] = (  # run by their parent's handler: the benchmar
     Command("answer", "answer path latency without generation at 10k/100k messages", args=(
         Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=200),
         Arg("--generate", "also time N full answers with the model", type=int, default=5), BENCH_OUT)),
+    Command("catchup", "a member's digest over the last week of a big store vs reading that week", args=(
+        Arg("--sizes", default="100000"), Arg("--queries", "digests timed (a different member each)", type=int,
+                                              default=50), BENCH_OUT)),
     Command("search", "hybrid search latency vs numpy and rank-bm25", args=(
         Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=100), BENCH_OUT)),
 )

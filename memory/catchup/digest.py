@@ -12,17 +12,19 @@ now; bot traffic and other bots' messages are never material, nor the member's o
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..db import marks
+from ..ftsquery import match_phrase, scoped
 from ..groupacts import GroupAct, classify_group_acts
 from ..models import StoredMessage
 from ..query.support import content_stems
 from ..records import GROUP, GROUP_LAYERS, Record, Records
 from ..store import Store, select_messages
 from .members import Member
-from .tasks import handed_to, volunteers
+from .tasks import Handed, volunteers
 
 KINDS = ("decision", "plan", "norm", "task", "question", "mention")
 Classifier = Callable[[Sequence[StoredMessage], Mapping[int, Sequence[StoredMessage]] | None], list[GroupAct | None]]
@@ -127,11 +129,12 @@ def _watermarks(store: Store, scope_ids: Sequence[int]) -> dict[int, int]:
                                                  f"({marks(scope_ids)})", list(scope_ids))}
 
 
-def _lookback(store: Store, scope_ids: Sequence[int], since: float, n: int) -> list[StoredMessage]:
+def _lookback(store: Store, scope_ids: Sequence[int], since: float, n: int) -> list[Row]:
     with store.read() as conn:
-        found = select_messages(conn, f"WHERE m.scope_id IN ({marks(scope_ids)}) AND m.deleted = 0 AND "
-                                "m.bot_traffic = 0 AND m.ts <= ? ORDER BY m.ts DESC, m.id DESC LIMIT ?",
-                                [*scope_ids, since, n])
+        found = [Row(*r) for r in conn.execute(
+            f"SELECT id, scope_id, msg_id, author_id, ts, coalesce(edited_at, 0), session, reply_to FROM messages "
+            f"WHERE scope_id IN ({marks(scope_ids)}) AND deleted = 0 AND bot_traffic = 0 AND ts <= ? "
+            "ORDER BY ts DESC, id DESC LIMIT ?", [*scope_ids, since, n])]
     return found[::-1]
 
 
@@ -158,6 +161,50 @@ def _group_nodes(store: Store, records: Records, scope_ids: Sequence[int], since
 
 
 # ---------------------------------------------------------------------- building
+@dataclass(frozen=True)
+class Row:
+    """A window message without its text: the digest reads the text only of messages it may show."""
+
+    id: int
+    scope_id: int
+    msg_id: str
+    author_id: str
+    ts: float
+    edited_at: float
+    session: int
+    reply_to: str | None
+
+
+def _window_rows(store: Store, scope_ids: Sequence[int], since: float, until: float,
+                 limit: int) -> tuple[list[Row], bool]:
+    with store.read() as conn:
+        found = [Row(*r) for r in conn.execute(
+            f"SELECT id, scope_id, msg_id, author_id, ts, coalesce(edited_at, 0), session, reply_to FROM messages "
+            f"WHERE scope_id IN ({marks(scope_ids)}) AND deleted = 0 AND bot_traffic = 0 AND ts > ? AND ts <= ? "
+            "ORDER BY ts DESC, id DESC LIMIT ?", [*scope_ids, since, until, limit + 1])]
+    return found[:limit][::-1], len(found) > limit
+
+
+def _naming(store: Store, scope_ids: Sequence[int], member: Member) -> set[int]:
+    """Ids of messages whose words may name the member (FTS5; every hit is checked on its text after)."""
+    phrases = [q for q in (match_phrase(n) for n in [*member.names, member.person_id]) if q]
+    if not phrases:
+        return set()
+    with store.read() as conn:
+        return {r[0] for r in conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?",
+                                           (scoped(" OR ".join(phrases), list(scope_ids), columns="text"),))}
+
+
+def _replies_to(store: Store, scope_ids: Sequence[int], person_id: str, since: float, until: float) -> set[int]:
+    """Ids of window messages that reply to (or sit in the thread of) one of the member's messages."""
+    with store.read() as conn:
+        return {r[0] for r in conn.execute(
+            f"SELECT m.id FROM messages m WHERE m.scope_id IN ({marks(scope_ids)}) AND m.deleted = 0 AND "
+            "m.ts > ? AND m.ts <= ? AND m.reply_to IS NOT NULL AND EXISTS (SELECT 1 FROM messages p WHERE "
+            "p.scope_id = m.scope_id AND p.msg_id = m.reply_to AND p.author_id = ? AND p.deleted = 0)",
+            [*scope_ids, since, until, person_id])}
+
+
 def build_digest(store: Store, scope_ids: Sequence[int], member: Member, since: float, until: float, *,
                  records: Records | None = None, config: CatchupConfig = CatchupConfig(),
                  exclude: Sequence[int] = (), classify: Classifier = classify_group_acts,
@@ -166,24 +213,22 @@ def build_digest(store: Store, scope_ids: Sequence[int], member: Member, since: 
     scope_ids = list(scope_ids)
     if not scope_ids:
         return Digest(member.person_id, [], since, until, [], 0, {}, 0, False)
-    window, capped = window_messages(store, scope_ids, since, until, config.max_scan)
+    window, capped = _window_rows(store, scope_ids, since, until, config.max_scan)
     skip = set(exclude)
     bots = _bots(store, scope_ids)
     window = [m for m in window if m.id not in skip and m.author_id not in bots]
-    by_id = {m.id: m for m in window}
     own = [m for m in window if m.author_id == member.person_id]
     theirs = [m for m in window if m.author_id != member.person_id]
     lines: list[DigestLine] = []
     used: set[int] = set()
-    extra: dict[int, StoredMessage] = {}
+    texts = _Texts(store)
 
     # 1. The writer's GROUP records (and the node each replaced).
     covered_sources: set[int] = set()
     if records is not None:
         nodes = _group_nodes(store, records, scope_ids, since, until)
         prev = {r.id: r for r in records.get([n.prev_id for n in nodes if n.prev_id], with_sources=True)}
-        wanted = {mid for n in nodes for mid in n.sources} | {mid for p in prev.values() for mid in p.sources}
-        live = {m.id: m for m in store.messages(sorted(wanted))}
+        live = texts.get({mid for n in nodes for mid in n.sources} | {mid for p in prev.values() for mid in p.sources})
         for node in nodes:
             covered_sources.update(node.sources)
             kind = record_kind(node)
@@ -195,40 +240,51 @@ def build_digest(store: Store, scope_ids: Sequence[int], member: Member, since: 
                    if mid in live and mid not in new]
             lines.append(DigestLine(kind, new, node.ts, 1.0, "record", was, node.id))
             used.update(new)
-            extra.update({mid: live[mid] for mid in new + was})
 
     # 2. Messages the writer has not reached: the messages that state decisions, plans, norms and tasks.
     marks_ = _watermarks(store, scope_ids)
     uncovered = [m for m in theirs if m.id > marks_.get(m.scope_id, 0) and m.id not in covered_sources]
     if uncovered:
-        lines += _stated(store, scope_ids, since, uncovered, classify, config, used, extra)
+        lines += _stated(store, scope_ids, since, uncovered, classify, config, used, texts)
 
     # 3. Who took on what, from the messages (any message not already a line).
     roster = _roster_members(store, scope_ids, bots)
-    for m in theirs:
-        if m.id in used:
-            continue
-        if volunteers(m.text) or handed_to(m.text, roster):
+    for m, took in zip(theirs, _tasks(store, theirs, roster, texts)):
+        if took and m.id not in used:
             lines.append(DigestLine("task", [m.id], m.ts, 0.8, "track1"))
             used.add(m.id)
 
     # 4. Questions to the member nobody answered, and messages that name, address or reply to them.
-    mine = _member_msg_ids(store, scope_ids, member.person_id)
+    replies = _replies_to(store, scope_ids, member.person_id, since, until)
+    maybe = (_naming(store, scope_ids, member) | replies) - used
+    found = texts.get({m.id for m in theirs if m.id in maybe})
     for m in theirs:
-        if m.id in used:
-            continue
-        if not (member.named_in(m.text) or (m.reply_to is not None and m.reply_to in mine)):
+        msg = found.get(m.id)
+        if msg is None or not (m.id in replies or member.named_in(msg.text)):
             continue
         answered = any(o.ts > m.ts and (o.reply_to == m.msg_id or (o.session == m.session
                                                                    and o.scope_id == m.scope_id)) for o in own)
-        kind = "question" if "?" in m.text and not answered else "mention"
+        kind = "question" if "?" in msg.text and not answered else "mention"
         lines.append(DigestLine(kind, [m.id], m.ts, 0.9 if kind == "question" else 0.6, "track1"))
         used.add(m.id)
 
     shown, more = select(lines, config, show_all=show_all)
-    cited = {mid for ln in shown for mid in ln.cited}
-    messages = {mid: by_id.get(mid) or extra[mid] for mid in cited if mid in by_id or mid in extra}
+    messages = texts.get({mid for ln in shown for mid in ln.cited})
     return Digest(member.person_id, scope_ids, since, until, shown, more, messages, len(window), capped)
+
+
+class _Texts:
+    """Live messages by id, each read from the store at most once per digest."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.known: dict[int, StoredMessage] = {}
+
+    def get(self, ids: set[int] | Sequence[int]) -> dict[int, StoredMessage]:
+        missing = sorted(i for i in ids if i not in self.known)
+        for m in self.store.messages(missing) if missing else []:
+            self.known[m.id] = m
+        return {i: self.known[i] for i in ids if i in self.known}
 
 
 def _roster_members(store: Store, scope_ids: Sequence[int], bots: set[str]) -> list[Member]:
@@ -240,29 +296,28 @@ def _roster_members(store: Store, scope_ids: Sequence[int], bots: set[str]) -> l
     return [Member(pid, names) for pid, names in people.items()]
 
 
-def _stated(store: Store, scope_ids: Sequence[int], since: float, uncovered: list[StoredMessage],
-            classify: Classifier, config: CatchupConfig, used: set[int],
-            extra: dict[int, StoredMessage]) -> list[DigestLine]:
+def _stated(store: Store, scope_ids: Sequence[int], since: float, uncovered: list[Row], classify: Classifier,
+            config: CatchupConfig, used: set[int], texts: _Texts) -> list[DigestLine]:
     """Lines from messages that state a group act; a change replaces the line of what it changes."""
-    acts = classify(uncovered, None)
-    if len(acts) != len(uncovered):
-        raise ValueError(f"the group-act classifier gave {len(acts)} answers for {len(uncovered)} messages")
-    earlier: list[tuple[StoredMessage, str]] = []  # statements a later change may replace, oldest first
+    acts = classified(store, uncovered, classify, texts)
     before = _lookback(store, scope_ids, since, config.lookback) if config.lookback else []
-    for m, act in zip(before, classify(before, None) if before else []):
-        if act is not None and act.kind in ("decision", "plan", "norm") and act.score >= config.min_score:
-            earlier.append((m, act.kind))
+    earlier: list[tuple[StoredMessage, str]] = []  # statements a later change may replace, oldest first
+    prior = [(r, act) for r, act in zip(before, classified(store, before, classify, texts))
+             if act is not None and act.kind in ("decision", "plan", "norm") and act.score >= config.min_score]
+    found = texts.get([r.id for r, _ in prior])
+    earlier += [(found[r.id], act.kind) for r, act in prior if r.id in found]
+    stating = texts.get([r.id for r, act in zip(uncovered, acts) if act is not None and act.score >= config.min_score])
     out: list[DigestLine] = []
     by_msg: dict[int, DigestLine] = {}
-    for m, act in zip(uncovered, acts):
-        if act is None or act.score < config.min_score:
+    for r, act in zip(uncovered, acts):
+        m = stating.get(r.id)
+        if act is None or m is None:
             continue
         if act.kind == "change":
             old = _changed(m, earlier)
             kind = old[1] if old else "plan"
             line = DigestLine(kind, [m.id], m.ts, act.score, "message", [old[0].id] if old else [])
             if old is not None:
-                extra[old[0].id] = old[0]
                 replaced = by_msg.pop(old[0].id, None)
                 if replaced is not None:  # the change supersedes the line of what it changed
                     out.remove(replaced)
@@ -277,8 +332,58 @@ def _stated(store: Store, scope_ids: Sequence[int], since: float, uncovered: lis
         out.append(line)
         by_msg[m.id] = line
         used.add(m.id)
-        extra[m.id] = m
     return out
+
+
+# What a message does for the group, and whether someone takes a job on in it, do not depend on who asks:
+# every member's digest of a channel reuses them. Keyed by the message's edit time, so an edited message
+# is read again (and the task cue by the roster's names too).
+Key = tuple[str, int, float]
+_ACTS: dict[Classifier, OrderedDict[Key, GroupAct | None]] = {}
+_TASKS: OrderedDict[tuple[str, int, float, int], bool] = OrderedDict()
+CACHE_SIZE = 200_000
+
+
+def _key(store: Store, m: Row) -> Key:
+    return (store.path, m.id, m.edited_at)
+
+
+def _trim(cache: OrderedDict) -> None:
+    while len(cache) > CACHE_SIZE:
+        cache.popitem(last=False)
+
+
+def classified(store: Store, messages: Sequence[Row], classify: Classifier,
+               texts: _Texts) -> list[GroupAct | None]:
+    """``classify`` over ``messages``, each message classified once while it stays unedited."""
+    cache = _ACTS.setdefault(classify, OrderedDict())
+    keys = [_key(store, m) for m in messages]
+    todo = [i for i, k in enumerate(keys) if k not in cache]
+    if todo:
+        found = texts.get([messages[i].id for i in todo])
+        todo = [i for i in todo if messages[i].id in found]
+        acts = classify([found[messages[i].id] for i in todo], None)
+        if len(acts) != len(todo):
+            raise ValueError(f"the group-act classifier gave {len(acts)} answers for {len(todo)} messages")
+        for i, act in zip(todo, acts):
+            cache[keys[i]] = act
+        _trim(cache)
+    return [cache.get(k) for k in keys]
+
+
+def _tasks(store: Store, rows: Sequence[Row], roster: list[Member], texts: _Texts) -> list[bool]:
+    """Whether each message takes a job on or hands one to a named member (``tasks``)."""
+    sig = hash(tuple(sorted((m.person_id, *m.names) for m in roster)))
+    keys = [(*_key(store, r), sig) for r in rows]
+    todo = [i for i, k in enumerate(keys) if k not in _TASKS]
+    if todo:
+        handed = Handed(roster)
+        found = texts.get([rows[i].id for i in todo])
+        for i in todo:
+            m = found.get(rows[i].id)
+            _TASKS[keys[i]] = m is not None and (volunteers(m.text) or handed(m.text) is not None)
+        _trim(_TASKS)
+    return [_TASKS.get(k, False) for k in keys]
 
 
 def _changed(msg: StoredMessage, earlier: list[tuple[StoredMessage, str]]) -> tuple[StoredMessage, str] | None:

@@ -22,11 +22,19 @@ def volunteers(text: str) -> bool:
     return bool(RESPONSIBLE_SELF.search(text))
 
 
-def handed_to(text: str, members: list[Member]) -> str | None:
-    """The member a job is handed to by name, if the text does that to one of ``members``."""
-    for m in members:
-        for name in m.names:
-            for hit in re.finditer(r"(?<![\w])@?" + re.escape(name) + r"(?![\w])", text, re.I):
-                if _HANDED.match(text, hit.end()):
-                    return m.person_id
-    return None
+class Handed:
+    """Finds the member a job is handed to by name ("Lena can do it"); one pattern for the whole roster."""
+
+    def __init__(self, members: list[Member]) -> None:
+        self._who = {n.casefold(): m.person_id for m in members for n in m.names if len(n) >= 2}
+        names = sorted(self._who, key=len, reverse=True)
+        self._pattern = (re.compile(r"(?<![\w])@?(" + "|".join(re.escape(n) for n in names) + r")(?![\w])", re.I)
+                         if names else None)
+
+    def __call__(self, text: str) -> str | None:
+        if self._pattern is None:
+            return None
+        for hit in self._pattern.finditer(text):
+            if _HANDED.match(text, hit.end()):
+                return self._who.get(hit.group(1).casefold())
+        return None
