@@ -15,6 +15,7 @@ from memory.catchup.digest import CatchupConfig, Digest, build_digest, last_mess
 from memory.catchup.members import Member
 from memory.catchup.render import Rendered, render
 from memory.catchup.since import resolve_since, zone
+from memory.catchup.summary import summarise
 from memory.models import ScopeKey
 
 from .app import Bot
@@ -73,7 +74,15 @@ class Catchup:
 
     def render(self, key: ScopeKey, digest: Digest, window: Window, *, where: str = "",
                footer: str = "") -> Rendered:
-        return render(digest, tz=self.tz(key), where=where, since_note=window.note, footer=footer)
+        return render(digest, tz=self.tz(key), where=where, since_note=window.note, footer=footer,
+                      summaries=self.summaries(key, digest))
+
+    def summaries(self, key: ScopeKey, digest: Digest) -> dict[str, str]:
+        """Under the 'model' reply policy only: a checked one-sentence summary per group (memory.catchup.summary)."""
+        if digest.quiet or self.bot.reply_policy() != "model" or self.bot.llm is None:
+            return {}
+        names = sorted({n for sid in self.bot.scope_ids(key) for p in self.store.roster(sid) for n in p.names()})
+        return summarise(self.bot.llm, digest, known_names=names)
 
     def reply(self, key: ScopeKey, person_id: str, name: str, since_text: str = "", *, show_all: bool = False,
               exclude: tuple[int, ...] = (), where: str = "", now: float | None = None) -> Reply:

@@ -291,3 +291,28 @@ def test_digest_config_caps_what_is_read(bot):
                           config=CatchupConfig(max_scan=10))
     assert digest.capped and digest.scanned == 10
     assert all(int(digest.messages[ln.message_ids[0]].msg_id) >= 20 for ln in digest.lines)  # the newest
+
+
+def test_a_capable_model_may_summarise_a_group_only_when_the_messages_support_it(tmp_path):
+    from memory.llm.fake import ScriptedLLM
+
+    llm = ScriptedLLM(["Ana and Ben decided on pizza on Friday and a 6pm meeting.",
+                       "Everyone agreed to buy a boat."])  # the second is not in the messages
+    cfg = {"store": {"path": str(tmp_path / "c.db")}, "answer": {"policy": "model"}}
+    b = Bot(Settings.model_validate(cfg), llm=llm, load_models=False)
+    try:
+        chat(b, m(1, "Sam", "hi"), m(2, "Ana", "We decided on pizza for Friday"),
+             m(3, "Ben", "We decided the meeting is at 6pm"),
+             m(4, "Cy", "New rule: bring your own mug"), m(5, "Cy", "New rule: no shoes inside"))
+        text = Actions(b).catchup(inv("sam")).text
+        assert "Decisions:\n  In short: Ana and Ben decided on pizza on Friday and a 6pm meeting." in text
+        assert "boat" not in text and text.count("In short:") == 1
+        assert len(llm.calls) == 2  # one per group of two or more lines
+    finally:
+        b.close()
+    plain = Bot(Settings.model_validate({"store": {"path": str(tmp_path / "d.db")}}), load_models=False)
+    try:  # the shipped model's policy ("evidence") never asks a model
+        chat(plain, m(1, "Sam", "hi"), m(2, "Ana", "We decided on pizza"), m(3, "Ben", "We decided on 6pm"))
+        assert "In short" not in Actions(plain).catchup(inv("sam")).text
+    finally:
+        plain.close()

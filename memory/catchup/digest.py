@@ -35,7 +35,7 @@ class CatchupConfig:
     """The digest's constants (``per_kind`` and ``min_score`` chosen leave-one-dataset-out, docs/catchup.md)."""
 
     max_lines: int = 12          # the issue's "at most about 12 lines"
-    per_kind: int = 3            # first pass: up to this many lines of each kind, so no kind crowds out the rest
+    per_kind: int = 2            # first pass: up to this many lines of each kind, so no kind crowds out the rest
     min_score: float = 0.5       # least GroupAct score for a message to state a decision, plan, norm or task
     max_scan: int = 20_000       # newest messages of the window read (a note says when the window held more)
     lookback: int = 200          # messages before the window searched for what a change replaces

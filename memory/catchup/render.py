@@ -5,7 +5,7 @@ links; a change reads "was: ... [1] -> now: ... [2]". The text is the same on ev
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
@@ -37,8 +37,9 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
 
 
 def render(digest: Digest, *, tz: tzinfo = UTC, where: str = "", since_note: str = "",
-           all_hint: str = "`/catchup all`", footer: str = "") -> Rendered:
-    """The text of a digest (``where``: '#general'; ``since_note``: why it starts when it does)."""
+           all_hint: str = "`/catchup all`", footer: str = "", summaries: Mapping[str, str] | None = None) -> Rendered:
+    """The text of a digest (``where``: '#general'; ``since_note``: why it starts when it does;
+    ``summaries``: a checked model sentence per kind, shown under its heading)."""
     since = describe(datetime.fromtimestamp(digest.since, UTC), tz)
     place = f" in {where}" if where else ""
     note = f" ({since_note})" if since_note else ""
@@ -62,6 +63,8 @@ def render(digest: Digest, *, tz: tzinfo = UTC, where: str = "", since_note: str
         if ln.kind != current:
             current = ln.kind
             out.append(f"{HEADINGS[ln.kind]}:")
+            if summaries and ln.kind in summaries:
+                out.append(f"  In short: {summaries[ln.kind]}")
         body = _line(ln, quote)
         out.append(f"- {body}")
         lines.append((body, [numbers[m] for m in ln.cited if m in numbers]))
