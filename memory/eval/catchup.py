@@ -184,7 +184,7 @@ def score_case(case: Case, config: CatchupConfig) -> dict:
 def summarise(rows: list[dict]) -> dict:
     strict = [r["change_strict"] for r in rows if r["change_strict"] == r["change_strict"]]
     return {"chats": len(rows), "gold": sum(r["gold"] for r in rows),
-            "recall": mean([r["recall"] for r in rows]), "change_strict": mean(strict),
+            "recall": mean([r["recall"] for r in rows]), "change_strict": mean(strict) if strict else None,
             "lines": mean([r["lines"] for r in rows]), "max_lines": max((r["lines"] for r in rows), default=0),
             "chars": mean([r["chars"] for r in rows]), "supported": mean([r["supported"] for r in rows]),
             "last_n": mean([r["last_n"] for r in rows]), "bm25_n": mean([r["bm25_n"] for r in rows]),
@@ -243,7 +243,8 @@ def to_markdown(report: dict) -> str:
     rows = []
     for name, block in report["sets"].items():
         s = block["summary"]
-        rows.append([name, s["chats"], s["gold"], 100 * s["recall"], 100 * s["change_strict"], s["lines"],
+        strict = "–" if s["change_strict"] is None else 100 * s["change_strict"]
+        rows.append([name, s["chats"], s["gold"], 100 * s["recall"], strict, s["lines"],
                      s["max_lines"], s["chars"], 100 * s["supported"], 100 * s["last_n"], 100 * s["bm25_n"],
                      100 * s["last_12"], 100 * s["bm25_12"]])
     lines.append(markdown_table(head, rows))
