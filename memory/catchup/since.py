@@ -56,9 +56,12 @@ def resolve_since(text: str, now: datetime, tz: tzinfo) -> datetime:
         if span <= timedelta(0):
             raise TimeExpressionError(f"{raw!r} is no time ago; try e.g. `1d`")
         return local_now - span
-    found = dateparser.parse(words, languages=["en"], settings={
-        "PREFER_DATES_FROM": "past", "RELATIVE_BASE": local_now.replace(tzinfo=None),
-        "RETURN_AS_TIMEZONE_AWARE": False, "PREFER_DAY_OF_MONTH": "first"})
+    try:
+        found = dateparser.parse(words, languages=["en"], settings={
+            "PREFER_DATES_FROM": "past", "RELATIVE_BASE": local_now.replace(tzinfo=None),
+            "RETURN_AS_TIMEZONE_AWARE": False, "PREFER_DAY_OF_MONTH": "first"})
+    except (ValueError, OverflowError, TypeError):  # dateparser raises on some odd text instead of answering None
+        found = None
     if found is None:
         raise TimeExpressionError(f"I can't read {raw!r} as a time; try `yesterday`, `Monday`, `2026-03-02` or `3d`")
     when = found.replace(tzinfo=tz)
