@@ -47,11 +47,9 @@ class Catchup:
 
     def member(self, key: ScopeKey, person_id: str, name: str = "") -> Member:
         """The member under every name this channel (and its linked scopes) knows them by."""
-        names = {name} if name else set()
+        names = [name] if name else []
         for sid in self.bot.scope_ids(key):
-            for p in self.store.roster(sid):
-                if p.person_id == person_id:
-                    names.update(p.names())
+            names += [n for p in self.store.roster(sid) if p.person_id == person_id for n in p.names()]
         return Member(person_id, names)
 
     def window(self, key: ScopeKey, person_id: str, since_text: str, *, now: float | None = None,

@@ -288,11 +288,11 @@ class _Texts:
 
 
 def _roster_members(store: Store, scope_ids: Sequence[int], bots: set[str]) -> list[Member]:
-    people: dict[str, set[str]] = {}
+    people: dict[str, list[str]] = {}
     for sid in scope_ids:
         for p in store.roster(sid):
             if p.person_id not in bots:
-                people.setdefault(p.person_id, set()).update(p.names())
+                people.setdefault(p.person_id, []).extend(p.names())
     return [Member(pid, names) for pid, names in people.items()]
 
 

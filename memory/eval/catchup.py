@@ -78,8 +78,8 @@ def _open(conv: Conversation, folder: Path) -> tuple[Store, list[int]]:
 
 
 def _member(store: Store, scope_ids: list[int], person_id: str) -> Member:
-    names = {n for sid in scope_ids for p in store.roster(sid) if p.person_id == person_id for n in p.names()}
-    return Member(person_id, names or {person_id})
+    names = [n for sid in scope_ids for p in store.roster(sid) if p.person_id == person_id for n in p.names()]
+    return Member(person_id, names or [person_id])
 
 
 def own_cases(folder: str | Path, work: Path) -> list[Case]:
