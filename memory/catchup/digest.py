@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..db import marks
 from ..ftsquery import match_phrase, scoped
@@ -131,7 +132,7 @@ def _watermarks(store: Store, scope_ids: Sequence[int]) -> dict[int, int]:
 
 def _lookback(store: Store, scope_ids: Sequence[int], since: float, n: int) -> list[Row]:
     with store.read() as conn:
-        found = [Row(*r) for r in conn.execute(
+        found = [Row._make(r) for r in conn.execute(
             f"SELECT id, scope_id, msg_id, author_id, ts, coalesce(edited_at, 0), session, reply_to FROM messages "
             f"WHERE scope_id IN ({marks(scope_ids)}) AND deleted = 0 AND bot_traffic = 0 AND ts <= ? "
             "ORDER BY ts DESC, id DESC LIMIT ?", [*scope_ids, since, n])]
@@ -161,9 +162,11 @@ def _group_nodes(store: Store, records: Records, scope_ids: Sequence[int], since
 
 
 # ---------------------------------------------------------------------- building
-@dataclass(frozen=True)
-class Row:
-    """A window message without its text: the digest reads the text only of messages it may show."""
+class Row(NamedTuple):
+    """A window message without its text: the digest reads the text only of messages it may show.
+
+    A named tuple, not a dataclass: a week of a busy channel is thousands of these per digest.
+    """
 
     id: int
     scope_id: int
@@ -178,7 +181,7 @@ class Row:
 def _window_rows(store: Store, scope_ids: Sequence[int], since: float, until: float,
                  limit: int) -> tuple[list[Row], bool]:
     with store.read() as conn:
-        found = [Row(*r) for r in conn.execute(
+        found = [Row._make(r) for r in conn.execute(
             f"SELECT id, scope_id, msg_id, author_id, ts, coalesce(edited_at, 0), session, reply_to FROM messages "
             f"WHERE scope_id IN ({marks(scope_ids)}) AND deleted = 0 AND bot_traffic = 0 AND ts > ? AND ts <= ? "
             "ORDER BY ts DESC, id DESC LIMIT ?", [*scope_ids, since, until, limit + 1])]
