@@ -67,6 +67,8 @@ class ConsoleChat:
         self.stdout.flush()
 
     def render(self, reply: Reply) -> None:
+        if reply.dm:
+            self.say("(the console has no direct messages: here it is)")
         self.say(f"{self.bot_name}> " + reply.text.replace("\n", "\n" + " " * (len(self.bot_name) + 2)))
         if reply.attachment is not None and reply.attachment_name:
             path = self.export_dir / reply.attachment_name
@@ -125,7 +127,7 @@ class ConsoleChat:
                       text, time.time(), to_bot=asks)
         self.bot.on_message(msg)
         if asks:
-            self.render(self.bot.ask(self.key, self._mention.sub("", text), asked_in=msg))
+            self.render(self.actions.ask(self.invoker(), self._mention.sub("", text), asked_in=msg))
         return True
 
     def _known_name(self, speaker: str) -> str:

@@ -248,6 +248,10 @@ class DiscordAdapter:
             pass
         reply = await self._call(self.slow, guarded, "discord mention",
                                  lambda: self.actions.ask(inv, self.question_of(message), asked_in=msg))
+        if (reply.dm or reply.ephemeral) and "catchup" in reply.data:
+            # A mention cannot be answered privately in the channel: a private digest goes to the DMs.
+            await self.send_dm(message.author, reply)
+            reply = Reply("I sent your catch-up to you in a direct message.")
         chunks = await self._call(self.fast, self.render, reply)
         first = True
         for chunk in chunks:
@@ -373,6 +377,10 @@ class DiscordAdapter:
 
     async def _send_interaction(self, interaction: discord.Interaction, reply: Reply, ephemeral: bool,
                                 deferred: bool) -> None:
+        if reply.dm:  # the reply goes to the asker's DMs; the interaction only says so, privately
+            await self.send_dm(interaction.user, reply)
+            reply = Reply("I sent your catch-up to you in a direct message.", ephemeral=True)
+            ephemeral = True
         chunks = await self._call(self.fast, self.render, reply)
         for i, chunk in enumerate(chunks):
             kwargs: dict[str, Any] = {"ephemeral": ephemeral}
@@ -398,7 +406,7 @@ class DiscordAdapter:
         async def callback(interaction: discord.Interaction, **options: Any) -> None:
             args = {k: str(v) for k, v in options.items() if v is not None}
             await self.run_command(interaction, cmd.name, lambda inv: handler(self.actions, inv, args, DISCORD),
-                                   ephemeral=cmd.private, slow=cmd.slow)
+                                   ephemeral=cmd.is_private(args), slow=cmd.slow)
 
         params = [inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                     annotation=discord.Interaction)]
@@ -416,6 +424,36 @@ class DiscordAdapter:
             app_commands.default_permissions(manage_guild=True)(callback)
             description = "Admin: " + description[:1].lower() + description[1:]
         return app_commands.Command(name=cmd.name, description=description, callback=callback)
+
+    # ------------------------------------------------------------------ direct messages
+    async def send_dm(self, user: Any, reply: Reply) -> None:
+        """Send a reply to a user's DMs (discord.py opens the DM channel)."""
+        chunks = await self._call(self.fast, self.render, reply)
+        for chunk in chunks:
+            await user.send(chunk)
+
+    async def _dm_user(self, user_id: str) -> Any:
+        return self.client.get_user(int(user_id)) or await self.client.fetch_user(int(user_id))
+
+    def deliver_dm(self, workspace: str, user_id: str, reply: Reply, timeout: float = 60.0) -> None:
+        """From another thread (the digest scheduler): send ``reply`` to the user's DMs on the gateway loop."""
+        async def go() -> None:
+            await self.send_dm(await self._dm_user(user_id), reply)
+        asyncio.run_coroutine_threadsafe(go(), self.client.loop).result(timeout)
+
+    def dm_contains(self, workspace: str, user_id: str, marker: str, after_ts: float, timeout: float = 60.0) -> bool:
+        """From another thread: whether the bot's DMs with the user hold a message containing ``marker``."""
+        import datetime as dt
+
+        async def go() -> bool:
+            user = await self._dm_user(user_id)
+            channel = user.dm_channel or await user.create_dm()
+            after = dt.datetime.fromtimestamp(after_ts, dt.UTC)
+            async for m in channel.history(after=after, limit=200):
+                if self.me is not None and m.author.id == self.me.id and marker in (m.content or ""):
+                    return True
+            return False
+        return asyncio.run_coroutine_threadsafe(go(), self.client.loop).result(timeout)
 
     # ------------------------------------------------------------------ lifecycle
     async def close(self) -> None:

@@ -17,15 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memory import privacy
+from memory.catchup import subscriptions
+from memory.catchup.intent import catchup_request
 from memory.errors import ChorusError
 from memory.models import Message, ScopeKey
 
 from .app import Bot
+from .catchup import Catchup
 from .replies import Reply
 
 log = logging.getLogger(__name__)
 
 CONFIRM_TTL_S = 300.0
+CATCHUP_MODES = ("dm", "all", "channel", "subscribe", "unsubscribe")
 REFUSE_ADMIN = "Only workspace admins can do that (it needs the Manage Server / admin permission)."
 
 
@@ -66,6 +70,7 @@ class Actions:
         self.default_opt_in = (bot.settings.scopes.default_opt_in if default_opt_in is None else default_opt_in)
         self._pending: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._lock = threading.Lock()
+        self.catchups = Catchup(bot)
 
     # ------------------------------------------------------------------ events
     def remember(self, msg: Message) -> bool:
@@ -107,8 +112,65 @@ class Actions:
 
     # ------------------------------------------------------------------ questions
     def ask(self, inv: Invoker, question: str, *, asked_in: Message | None = None) -> Reply:
+        since = catchup_request(question)
+        if since is not None:  # "what did I miss?", "catch me up since Monday": a digest, not an answer
+            return self.catchup(inv, "", since, asked_in=asked_in)
         log.info("ask in %s", inv.describe())
         return self.bot.ask(inv.key, question, asked_in=asked_in)
+
+    def catchup(self, inv: Invoker, mode: str = "", since: str = "", *, asked_in: Message | None = None) -> Reply:
+        """The asker's digest: private by default, to their DMs with ``dm``, to the channel for an admin.
+
+        Every reply of this command (its refusals and errors too) carries ``data["catchup"]``, which tells
+        a surface answering a mention to keep it private.
+        """
+        try:
+            reply = self._catchup(inv, mode, since, asked_in)
+        except ChorusError as exc:  # e.g. a `since` that names no time: said privately, like the digest
+            log.info("catchup refused in %s: %s", inv.describe(), exc)
+            reply = Reply(f"Sorry: {exc}", ephemeral=True)
+        reply.data.setdefault("catchup", None)
+        return reply
+
+    def _catchup(self, inv: Invoker, mode: str, since: str, asked_in: Message | None) -> Reply:
+        log.info("catchup %s in %s", mode or "-", inv.describe())
+        mode = mode.strip().lower()
+        if mode and mode not in CATCHUP_MODES:
+            return Reply(f"Unknown catch-up option {mode[:20]!r}; use one of {', '.join(CATCHUP_MODES)}.",
+                         ephemeral=True)
+        if mode in ("subscribe", "unsubscribe"):
+            return self._subscription(inv, mode == "subscribe")
+        if mode == "channel" and not inv.is_admin:
+            return Reply(REFUSE_ADMIN, ephemeral=True)
+        exclude: tuple[int, ...] = ()
+        if asked_in is not None:
+            stored = self.store.find(inv.key, asked_in.msg_id)
+            exclude = (stored.id,) if stored is not None else ()
+        where = f"#{inv.channel_name}" if inv.channel_name and not inv.is_dm else ""
+        reply = self.catchups.reply(inv.key, inv.user_id, inv.user_name, since, show_all=mode == "all",
+                                    exclude=exclude, where=where)
+        if mode == "dm":
+            reply.dm = True
+        if mode == "channel":
+            reply.ephemeral = False
+        return reply
+
+    def _subscription(self, inv: Invoker, on: bool) -> Reply:
+        sid = self.store.scope_id(inv.key)
+        if sid is None:
+            return Reply("I don't have any memory of this channel yet; say something here first.", ephemeral=True)
+        scheduled = any(s[0] == f"{inv.key.platform}:{inv.key.workspace}:{inv.key.channel}"
+                        for s in self.bot.settings.catchup.schedules)
+        if on:
+            new = subscriptions.subscribe(self.store, sid, inv.user_id, inv.user_name)
+            when = ("" if scheduled else " No schedule is set for this channel yet, so nothing is sent until the "
+                    "operator adds one (`catchup.schedules`).")
+            return Reply(("Subscribed" if new else "You were already subscribed") + ": I'll send you a catch-up "
+                         "digest of this channel by direct message on its schedule, when there is something new."
+                         + when, ephemeral=True)
+        gone = subscriptions.unsubscribe(self.store, sid, inv.user_id)
+        return Reply("Unsubscribed: no more scheduled digests of this channel." if gone else
+                     "You weren't subscribed to this channel's digest.", ephemeral=True)
 
     def whosaid(self, inv: Invoker, phrase: str) -> Reply:
         log.info("whosaid in %s", inv.describe())

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Self, Unpack
 
+from memory.catchup import subscriptions
 from memory.embeddings.base import Embedder
 from memory.errors import ChorusError, EmbeddingError, ModelError
 from memory.llm.base import LLM, Completion, Options
@@ -109,6 +110,7 @@ class Bot:
         self.searcher = Searcher(self.store)
         self.records = Records(self.store)
         attach(self.store, self.records, threshold=settings.writer.grounding_threshold)
+        subscriptions.attach(self.store)  # forgetting a member forgets their digest subscriptions too
         self._writer: Writer | None = None
         self._llm = llm
         self._llm_error: str | None = None

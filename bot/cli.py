@@ -66,6 +66,12 @@ EVAL: tuple[CliCommand, ...] = (
             default="evidence,baseline"),
         Arg("--model-questions", "how many questions the (slow) model policy answers; 0 skips it",
             type=int, default=30))),
+    Command("catchup", "catch-up digests: gold recall, length, citation support, last-N and BM25 baselines",
+            eval_commands.eval_catchup, (
+        Arg("--own", "our catch-up set (SocialMemBench format with a 'catchup' block)", default="tests/data/catchup"),
+        Arg("--data", "SocialMemBench folder or file (default: the shared data's)"),
+        Arg("--lodo", "choose the digest's constants on one set and score them on the other", type=bool),
+        Arg("--out", default="out/eval"))),
     Command("speaker-levenshtein", "compare the records of two stores (writer A vs B)",
             eval_commands.eval_speaker_levenshtein, (
         Arg("--pred", "store written by the writer under test", required=True),
@@ -91,6 +97,9 @@ BENCH: tuple[CliCommand, ...] = (  # run by their parent's handler: the benchmar
     Command("answer", "answer path latency without generation at 10k/100k messages", args=(
         Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=200),
         Arg("--generate", "also time N full answers with the model", type=int, default=5), BENCH_OUT)),
+    Command("catchup", "a member's digest over the last week of a big store vs reading that week", args=(
+        Arg("--sizes", default="100000"), Arg("--queries", "digests timed (a different member each)", type=int,
+                                              default=50), BENCH_OUT)),
     Command("search", "hybrid search latency vs numpy and rank-bm25", args=(
         Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=100), BENCH_OUT)),
 )
@@ -116,6 +125,10 @@ CLI_COMMANDS: tuple[CliCommand, ...] = (
     Command("reindex", "re-embed everything with the configured embedder (after changing it)", commands.reindex, (
         Arg("--force", "re-embed even if the store already uses this embedder", type=bool),)),
     Command("ask", "ask the bot a question about one channel", commands.ask, (Arg("question", required=True), SCOPE)),
+    Command("catchup", "what one member missed in one channel: a cited digest", commands.catchup, (
+        SCOPE, Arg("--member", "the member's platform user id", required=True),
+        Arg("--since", "since when: yesterday, Monday, 2026-03-02, 3d (default: the member's last message)"),
+        Arg("--all", "every line, not the first 12", type=bool))),
     Command("whosaid", "who said an exact phrase in one channel", commands.whosaid,
             (Arg("phrase", required=True), SCOPE)),
     Command("write", "run pending writer windows now", commands.write, (

@@ -53,12 +53,17 @@ class Command(Generic[H]):
     usage: tuple[tuple[str, str], ...] = ()  # text help lines (usage, help) where one line is not enough
     slow: bool = False  # searches memory or calls a model: Discord runs it on the model pool
     private: bool = True  # Discord: the answer is shown only to whoever asked
+    public_when: Callable[[Mapping[str, str]], bool] | None = None  # arguments that make a private command public
     text_args: Callable[[str], dict[str, str]] | None = None  # how a text surface splits the words after the name
     subcommands: tuple[Command[H], ...] = ()
     sub_dest: str = ""  # CLI: the namespace field naming the chosen subcommand
 
     def names(self) -> tuple[str, ...]:
         return (self.name, *self.aliases)
+
+    def is_private(self, args: Mapping[str, str]) -> bool:
+        """Whether the answer is shown only to whoever asked (decided before any work starts)."""
+        return self.private and not (self.public_when is not None and self.public_when(args))
 
     def parse_text(self, rest: str) -> dict[str, str]:
         """The argument values from the text after the command's name: one word each, the last takes the rest."""
@@ -158,6 +163,18 @@ def _channel(a: Actions, inv: Invoker, args: Mapping[str, str], s: Surface) -> R
     return Reply("Use `channel in` or `channel out`.", ephemeral=True)
 
 
+def _catchup(a: Actions, inv: Invoker, args: Mapping[str, str], s: Surface) -> Reply:
+    return a.catchup(inv, args.get("mode", ""), args.get("since", ""))
+
+
+def _catchup_words(rest: str) -> dict[str, str]:
+    """`catchup [dm|all|channel|subscribe|unsubscribe] [since] WHEN`: an option word, then the time."""
+    first, _, more = rest.strip().partition(" ")
+    if first.lower() in ("dm", "all", "channel", "subscribe", "unsubscribe"):
+        return {"mode": first.lower(), "since": more.strip()}
+    return {"mode": "", "since": rest.strip()}
+
+
 # ---------------------------------------------------------------------- the chat table
 CHAT_COMMANDS: tuple[ChatCommand, ...] = (
     Command("ask", "Ask Chorus about this channel's memory", _ask,
@@ -168,6 +185,16 @@ CHAT_COMMANDS: tuple[ChatCommand, ...] = (
             (Arg("person", "A name or @mention", required=True),), slow=True, private=False),
     Command("timeline", "How a topic developed over time in this channel", _timeline,
             (Arg("topic", "The topic", required=True),), slow=True, private=False),
+    Command("catchup", "What you missed here: decisions, plans, norms, tasks and mentions, with sources", _catchup,
+            (Arg("since", "Since when: yesterday, Monday, 2026-03-02, 3d (default: your last message here)"),
+             Arg("mode", "dm (to your DMs), all (every line), channel (admins: post here), subscribe, unsubscribe",
+                 choices=("dm", "all", "channel", "subscribe", "unsubscribe"))),
+            usage=(("catchup [WHEN]", "What you missed here since WHEN (default: your last message), privately"),
+                   ("catchup dm|all [WHEN]", "The same as a direct message, or with every line"),
+                   ("catchup subscribe", "Get this channel's scheduled digest by direct message"),
+                   ("catchup unsubscribe", "Stop the scheduled digest"),
+                   ("catchup channel [WHEN]", "Admins: post your digest to the channel")),
+            slow=True, text_args=_catchup_words, public_when=lambda args: args.get("mode") == "channel"),
     Command("status", "What Chorus remembers here", _status),
     Command("forget", "Forget all your messages (asks to confirm) or one message", _forget,
             (Arg("what", "'me' for all your messages, 'message' for one", required=True, choices=("me", "message")),

@@ -139,6 +139,17 @@ def ask(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def catchup(args: argparse.Namespace, settings: Settings) -> int:
+    """One member's catch-up digest of a channel, printed (the same digest `/catchup` shows)."""
+    from .catchup import Catchup
+
+    with Bot(settings, load_models=False) as bot:
+        key = parse_scope(args.scope)
+        print(Catchup(bot).reply(key, args.member, "", args.since or "", show_all=args.all,
+                                 where=f"#{key.channel}").text)
+    return 0
+
+
 def whosaid(args: argparse.Namespace, settings: Settings) -> int:
     with Bot(settings, load_models=False) as bot:
         print(bot.whosaid(parse_scope(args.scope), args.phrase).text)

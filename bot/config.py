@@ -135,6 +135,54 @@ class ScopeSettings(Section):
                                  "them out.")
 
 
+class CatchupSettings(Section):
+    timezone: str = Field("UTC", description="The workspace time zone (an IANA name such as 'Europe/Berlin'): "
+                          "`/catchup since Monday` and the schedules below are read in it.")
+    workspace_timezones: list[list[str]] = Field(
+        default_factory=list, description="Per-workspace time zones overriding `timezone`, each "
+        "['platform:workspace', 'Area/City'].")
+    schedules: list[list[str]] = Field(
+        default_factory=list, description="Scheduled digests, each ['platform:workspace:channel', 'crontab'] "
+        "(e.g. ['slack:T0123:C0456', '0 9 * * mon-fri'] for weekdays at 9:00 in the workspace time zone). "
+        "Members who ran `/catchup subscribe` in that channel get a direct message; members with nothing new "
+        "are skipped.")
+    max_lines: int = Field(12, ge=1, le=50, description="Most lines of a digest before it says how many more "
+                           "there are (`/catchup all` shows them all).")
+    retry_minutes: float = Field(5.0, gt=0, description="How often scheduled digests whose delivery failed are "
+                                 "retried.")
+    max_attempts: int = Field(5, ge=1, description="Delivery attempts of one scheduled digest before it is given up "
+                              "(logged as an error).")
+    missed_grace_hours: float = Field(12.0, ge=0, description="At start, a scheduled run missed while Chorus was "
+                                      "down this many hours ago or less is run then (a later one covers the rest).")
+
+    @field_validator("schedules")
+    @classmethod
+    def _check_schedules(cls, value: list[list[str]]) -> list[list[str]]:
+        from apscheduler.triggers.cron import CronTrigger
+
+        for entry in value:
+            if len(entry) != 2 or len(entry[0].split(":")) != 3:
+                raise ValueError(f"{entry!r} should be ['platform:workspace:channel', 'crontab']")
+            try:
+                CronTrigger.from_crontab(entry[1])
+            except ValueError as exc:
+                raise ValueError(f"{entry[1]!r} is not a crontab line (minute hour day month weekday): {exc}") \
+                    from exc
+        return value
+
+    @field_validator("workspace_timezones")
+    @classmethod
+    def _check_zones(cls, value: list[list[str]]) -> list[list[str]]:
+        for entry in value:
+            if len(entry) != 2 or len(entry[0].split(":")) != 2:
+                raise ValueError(f"{entry!r} should be ['platform:workspace', 'Area/City']")
+        return value
+
+    def zone_name(self, platform: str, workspace: str) -> str:
+        """The time zone of one workspace."""
+        return next((z for w, z in self.workspace_timezones if w == f"{platform}:{workspace}"), self.timezone)
+
+
 class ConsoleSettings(Section):
     bot_name: str = Field("chorus", description="Name to @mention in the console chat.")
     demo: bool = Field(True, description="Preload the short demo conversation into an empty console channel.")
@@ -173,6 +221,8 @@ class Settings(Section):
     search: SearchSettings = Field(default_factory=SearchSettings, description="Track 1 retrieval.")
     answer: AnswerSettings = Field(default_factory=AnswerSettings, description="Answers in chat.")
     scopes: ScopeSettings = Field(default_factory=ScopeSettings, description="Memory scopes.")
+    catchup: CatchupSettings = Field(default_factory=CatchupSettings, description="Catch-up digests "
+                                     "(`/catchup`), on demand and on a schedule.")
     console: ConsoleSettings = Field(default_factory=ConsoleSettings, description="The terminal group chat.")
     discord: DiscordSettings = Field(default_factory=DiscordSettings, description="Discord adapter.")
     slack: SlackSettings = Field(default_factory=SlackSettings, description="Slack adapter.")

@@ -118,6 +118,22 @@ def train_reranker(args: argparse.Namespace, settings: Settings) -> int:
                                           "importance": rt.importance(booster)}, md)
 
 
+def eval_catchup(args: argparse.Namespace, settings: Settings) -> int:
+    """Catch-up digests on our blind set and SocialMemBench, with both baselines (``--lodo``: choose constants)."""
+    from memory.catchup.digest import CatchupConfig
+    from memory.datasets.base import default_path
+    from memory.eval.catchup import evaluate_catchup, to_markdown
+
+    own = args.own if args.own and Path(args.own).exists() else None
+    smb = args.data or str(default_path("socialmem"))
+    if not Path(smb).exists():
+        smb = None
+    if own is None and smb is None:
+        raise ChorusError("eval catchup found neither --own nor --data (SocialMemBench); pass one")
+    report = evaluate_catchup(own, smb, config=CatchupConfig(max_lines=settings.catchup.max_lines), lodo=args.lodo)
+    return _emit(args, "catchup", report, to_markdown(report))
+
+
 def eval_speaker_levenshtein(args: argparse.Namespace, settings: Settings) -> int:
     """Compare the records of two stores (writer A vs B) by SpeakerLevenshtein."""
     from memory.speaker_levenshtein import MemRecord, speaker_levenshtein

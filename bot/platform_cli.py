@@ -106,7 +106,7 @@ async def serve(settings: Settings, bot: Bot, actions: Actions) -> int:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # not the main thread / not POSIX
             pass
-    slack = discord_adapter = http_runner = None
+    slack = discord_adapter = http_runner = digests = None
     waiters: list[asyncio.Task] = [asyncio.create_task(stop.wait())]
     try:
         if settings.slack.enabled:
@@ -129,6 +129,13 @@ async def serve(settings: Settings, bot: Bot, actions: Actions) -> int:
             token = settings.secret(settings.discord.token_env)
             waiters.append(asyncio.create_task(discord_adapter.client.start(token)))
             log.info("discord adapter starting")
+        if settings.catchup.schedules:
+            from .catchup_scheduler import DigestScheduler
+
+            deliverers = {name: a for name, a in (("slack", slack), ("discord", discord_adapter)) if a is not None}
+            digests = DigestScheduler(bot, deliverers)
+            digests.start()
+            log.info("catch-up digests scheduled for %d channel(s)", len(digests.schedules))
         done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             if task.exception() is not None:
@@ -136,6 +143,8 @@ async def serve(settings: Settings, bot: Bot, actions: Actions) -> int:
         log.info("stopping: finishing work in flight")
         return 0
     finally:
+        if digests is not None:
+            await asyncio.to_thread(digests.stop)  # a digest being sent finishes and is recorded first
         if discord_adapter is not None:
             await discord_adapter.close()
             await asyncio.to_thread(discord_adapter.fast.shutdown, True)

@@ -32,6 +32,7 @@ class Reply:
     data: dict = field(default_factory=dict)
     attachment_name: str | None = None
     attachment: bytes | None = None
+    dm: bool = False  # send it to the asker's direct messages (the surface confirms privately where it was asked)
 
 
 def split_for_chat(text: str, limit: int) -> list[str]:

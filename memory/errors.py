@@ -64,3 +64,7 @@ class ToolCallError(ModelOutputError):
 
 class DatasetError(ChorusError):
     """An evaluation or import file does not have the expected format."""
+
+
+class TimeExpressionError(InputError):
+    """A time the user typed (``/catchup since ...``) could not be read, or names the future."""

@@ -127,6 +127,10 @@ class MockDiscordAPI:
             return jr({"id": "901", "name": "Chorus", "description": "", "icon": None,
                                       "bot_public": True, "bot_require_code_grant": False, "owner": ALICE,
                                       "verify_key": "00", "flags": 0})
+        if path == "/users/@me/channels" and method == "POST":  # opening a DM
+            self.calls.append(("dm_open", path, body))
+            user = next((u for u in (ALICE, BOB) if u["id"] == str(body.get("recipient_id"))), ALICE)
+            return jr({"id": DM_CHANNEL, "type": 1, "recipients": [user], "last_message_id": None})
         if parts[0] == "interactions":
             self.calls.append(("callback", path, body))
             return jr({"interaction": {"id": parts[1], "type": 2}})

@@ -103,6 +103,8 @@ class MockSlackAPI:
             return {"ok": True, "channel": {"id": args["channel"], "name": "general"}}
         if method == "chat.postMessage":
             return {"ok": True, "channel": args["channel"], "ts": f"{time.time():.6f}"}
+        if method == "chat.postEphemeral":
+            return {"ok": True, "message_ts": f"{time.time():.6f}"}
         if method == "conversations.open":
             return {"ok": True, "channel": {"id": "D0" + args["users"][2:]}}
         if method == "files.getUploadURLExternal":

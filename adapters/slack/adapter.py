@@ -143,9 +143,18 @@ class SlackAdapter:
                           channel_name=msg.channel_name)
             log.info("slack %s/%s: mention from %s", team, channel, msg.author_id)
             reply = guarded("slack mention", lambda: self.actions.ask(inv, " ".join(question.split()), asked_in=msg))
+            thread_ts = event.get("thread_ts") or event["ts"]
+            if reply.dm:
+                self.deliver_dm(team, msg.author_id, reply)
+                reply = Reply("I sent your catch-up to you in a direct message.", ephemeral=True,
+                              data={"catchup": None})
             for chunk in self.render(reply):
-                self.client.chat_postMessage(channel=channel, thread_ts=event.get("thread_ts") or event["ts"],
-                                             text=chunk, unfurl_links=False, unfurl_media=False)
+                if reply.ephemeral and "catchup" in reply.data:  # only the asker sees a catch-up
+                    self.client.chat_postEphemeral(channel=channel, user=msg.author_id, thread_ts=thread_ts,
+                                                   text=chunk, unfurl_links=False, unfurl_media=False)
+                else:
+                    self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=chunk,
+                                                 unfurl_links=False, unfurl_media=False)
         except Exception:  # the event boundary
             log.exception("slack %s/%s: mention failed", team, channel)
 
@@ -179,6 +188,9 @@ class SlackAdapter:
 
     def _deliver(self, inv: Invoker, reply: Reply, respond: Callable[..., Any]) -> None:
         """Answer a command through its response_url; a file goes to the user's own DM only."""
+        if reply.dm:
+            self.deliver_dm(inv.key.workspace, inv.user_id, reply)
+            reply = Reply("I sent your catch-up to you in a direct message.", ephemeral=True)
         kind = "ephemeral" if reply.ephemeral else "in_channel"
         chunks = self.render(reply)
         if reply.attachment is not None:
@@ -190,6 +202,21 @@ class SlackAdapter:
             chunks = [reply.text + "\nI sent the file to you in a direct message."]
         for chunk in chunks[:5]:  # a response_url takes at most five answers
             respond(text=chunk, response_type=kind, replace_original=False)
+
+    # ------------------------------------------------------------------ direct messages
+    def deliver_dm(self, workspace: str, user_id: str, reply: Reply) -> None:
+        """Send ``reply`` to the user's DM with the bot (the digest scheduler calls this from its thread)."""
+        dm = self.client.conversations_open(users=user_id)["channel"]["id"]
+        for chunk in self.render(reply):
+            self.client.chat_postMessage(channel=dm, text=chunk, unfurl_links=False, unfurl_media=False)
+
+    def dm_contains(self, workspace: str, user_id: str, marker: str, after_ts: float) -> bool:
+        """Whether the bot's DM with the user holds a message of the bot's containing ``marker``."""
+        dm = self.client.conversations_open(users=user_id)["channel"]["id"]
+        page = self.client.conversations_history(channel=dm, oldest=f"{after_ts:.6f}", limit=200)
+        me = self.identity.known_user_id
+        return any(marker in (m.get("text") or "") and (m.get("user") == me or m.get("bot_id"))
+                   for m in page.get("messages") or [])
 
     # ------------------------------------------------------------------ backfill
     def list_channels(self) -> list[tuple[str, str, bool]]:
