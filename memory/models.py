@@ -35,6 +35,9 @@ def clean_text(text: str) -> str:
     return text
 
 
+# The owner of records about the whole group (decisions, plans, norms) rather than one member.
+GROUP = "GROUP"
+
 @dataclass(frozen=True)
 class Message:
     """A chat message as Chorus sees it, whatever platform it came from.

@@ -111,8 +111,14 @@ _cache = _Cache(CACHE_SIZE)
 _run_lock = threading.Lock()  # one spaCy call at a time: the pipeline is not documented as thread-safe
 
 
+def _safe(text: str) -> str:
+    """The text with lone surrogates replaced: spaCy's string store can only hold valid UTF-8."""
+    return text.encode("utf-8", "replace").decode("utf-8") if any("\ud800" <= c <= "\udfff" for c in text) else text
+
+
 def parse_many(texts: Sequence[str]) -> list[Parsed]:
     """Parsed facts for each text, in order (cached texts are not parsed again)."""
+    texts = [_safe(t) for t in texts]
     out: list[Parsed | None] = [_cache.get(t) for t in texts]
     todo = list(dict.fromkeys(t for t, p in zip(texts, out) if p is None))
     if todo:
@@ -134,7 +140,7 @@ def doc(text: str) -> Any:
     """The full spaCy Doc of one text (for the question analysis, which reads tags and dependencies)."""
     nlp = pipeline()
     with _run_lock:
-        return nlp(text)
+        return nlp(_safe(text))
 
 
 def person_names(texts: Iterable[str]) -> list[str]:

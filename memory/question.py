@@ -25,7 +25,7 @@ from typing import Literal
 from . import nlp
 from .ftsquery import stem, terms
 from .people import People
-from .records import GROUP
+from .models import GROUP
 from .store import Person
 
 ALL = "ALL"

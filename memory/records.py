@@ -16,6 +16,7 @@ import numpy as np
 from . import ftsquery
 from .db import Connection, chunked, marks, select_into
 from .embeddings.base import Embedder
+from .models import GROUP
 from .store import Store
 
 PERSON_LAYERS = ("per_speaker_core", "per_speaker_profile")
@@ -25,7 +26,6 @@ INSIGHT_LAYER = "persona_insight"
 LAYERS = WRITER_LAYERS + (INSIGHT_LAYER,)
 WRITER_UTYPES = ("fact", "stance", "observation", "decision", "relation")
 UTYPES = WRITER_UTYPES + ("insight",)
-GROUP = "GROUP"
 PERSONA = "PERSONA"
 
 RECORD_COLUMNS = ("id, scope_id, layer, utype, owner, source, content, ts, session, turn, confidence, status, "
