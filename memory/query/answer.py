@@ -170,7 +170,7 @@ class Answerer:
             if group:
                 return ReplyDraft("Here's what the group settled on, newest first:", self.builder.quotes(group, []),
                                   False, "group", 1.0)
-        weights = self.term_weights(stems)
+        weights = self.term_weights(stems, scope_ids)
         members = [p.person_id for p in roster if not p.is_bot]
         per_author = None
         if members and wants_members(question, len(pack.projection.people)):
@@ -186,7 +186,7 @@ class Answerer:
             for m in self.store.neighbours(anchor, before=0, after=3):
                 if m.id != anchor.id and m.id not in exclude and not m.to_bot:
                     follow_ups.setdefault(m.id, (m, anchor))
-        known = self.known_words(question)
+        known = self.known_words(question, scope_ids)
         sims = self.similarities(scope_ids, without_names(question, roster),
                                  [m.id for m in ranked] + [m.id for m in (per_author or {}).values()]
                                  + list(follow_ups))
@@ -212,29 +212,23 @@ class Answerer:
         qv = self.searcher.vector_or_none(text)
         return {} if qv is None else self.searcher.vectors.similarities(scope_ids, qv, ids)
 
-    def term_weights(self, stems: list[str]) -> dict[str, float]:
-        """IDF of each stem over the store's message index (rare words say more about relevance).
+    def term_weights(self, stems: list[str], scope_ids: list[int]) -> dict[str, float]:
+        """IDF of each stem over the messages of the scopes the asker may see (rare words say more).
 
-        The index spans every scope of the file, which is what IDF needs.
+        Only those scopes count: a word's rarity elsewhere in the file must not change a reply here.
         """
         if not stems:
             return {}
-        with self.store.read() as conn:
-            n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0] or 1
-            df = dict(conn.execute(f"SELECT term, doc FROM messages_fts_vocab WHERE term IN "
-                                   f"({','.join('?' * len(stems))})", stems).fetchall())
-        return {s: idf(int(df.get(s, 0)), n) for s in stems}
+        stats = self.store.term_stats(scope_ids, stems)
+        return {s: idf(int(stats.df.get(s, 0)), stats.n or 1) for s in stems}
 
-    def known_words(self, question: str) -> set[str]:
-        """Capitalised words of the question that occur somewhere in the stored messages."""
+    def known_words(self, question: str, scope_ids: list[int]) -> set[str]:
+        """Capitalised words of the question that occur in the messages of the scopes the asker may see."""
         words = {w.casefold() for w in re.findall(r"(?<![\w'’])[A-Z][a-z]{2,}", question)}
         if not words:
             return set()
         by_stem = {stem(w): w for w in words}
-        with self.store.read() as conn:
-            found = {r[0] for r in conn.execute(f"SELECT term FROM messages_fts_vocab WHERE term IN "
-                                                f"({','.join('?' * len(by_stem))})", list(by_stem))}
-        return {by_stem[s] for s in found}
+        return {by_stem[s] for s in self.store.vocabulary(scope_ids, list(by_stem))}
 
     # ------------------------------------------------------------------ the model's sentence
     def _generate(self, question: str, ans: Answer) -> None:
