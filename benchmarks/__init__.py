@@ -24,6 +24,8 @@ def run_bench(args: argparse.Namespace, settings: object) -> int:
         from .writer import main
     elif kind == "answer":
         from .answer import main
+    elif kind == "scopes":
+        from .scopes import main
     else:
         raise ValueError(f"unknown benchmark {kind}")
     return main(args, settings)

@@ -95,6 +95,10 @@ BENCH: tuple[CliCommand, ...] = (  # run by their parent's handler: the benchmar
         Arg("--generate", "also time N full answers with the model", type=int, default=5), BENCH_OUT)),
     Command("search", "hybrid search latency vs numpy and rank-bm25", args=(
         Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=100), BENCH_OUT)),
+    Command("scopes", "BM25, ingest and open time with many scopes (one FTS5 table each) vs one scope", args=(
+        Arg("--messages", type=int, default=100_000), Arg("--scopes", "small scopes beside the big one", type=int,
+                                                          default=200),
+        Arg("--queries", type=int, default=100), BENCH_OUT)),
 )
 
 CLI_COMMANDS: tuple[CliCommand, ...] = (
