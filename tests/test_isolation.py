@@ -324,16 +324,21 @@ diff_question = st.tuples(st.sampled_from(["ask_who", "ask_what", "ask_free", "m
                           st.sampled_from(NAMES), st.sampled_from(WORDS), diff_text)
 
 
-def diff_messages(visible: list, hidden: list) -> list[Message]:
-    """The visible channel's messages (same ids and times in every store) with hidden ones woven in."""
+def diff_messages(visible: list, hidden: list, *, linked: bool = False) -> list[Message]:
+    """The visible channel's messages (same ids and times in every store) with hidden ones woven in.
+
+    ``linked``: every third visible message is in slack:T1:C2, which the config links to C1, and no hidden
+    message is there.
+    """
     out: list[Message] = []
+    hidden = [(1 if linked and s == 2 else s, m, pos) for s, m, pos in hidden]
     for n, (u, text) in enumerate(visible):
         for h, (s, (hu, htext), pos) in enumerate(hidden):
             if pos == n:
                 platform, ws, ch, dm = SCOPES[s]
                 out.append(Message(platform, ws, ch, f"h{h}", f"u{hu}", NAMES[hu], htext, T0 + n * 60 - 30 + h * 0.01,
                                    is_dm=dm))
-        platform, ws, ch, dm = SCOPES[VISIBLE]
+        platform, ws, ch, dm = SCOPES[2 if linked and n % 3 == 2 else VISIBLE]
         out.append(Message(platform, ws, ch, f"v{n}", f"u{u}", NAMES[u], text, T0 + n * 60, is_dm=dm))
     for h, (s, (hu, htext), pos) in enumerate(hidden):
         if pos >= len(visible):
@@ -373,6 +378,26 @@ def test_hidden_scopes_change_nothing_the_asker_sees(visible, hidden_a, hidden_b
         (Path(tmp) / "b").mkdir()
         a = World(Path(tmp) / "a", diff_messages(visible, hidden_a))
         b = World(Path(tmp) / "b", diff_messages(visible, hidden_b))
+        try:
+            for kind, name, word, text in questions:
+                command = command_for(kind, name, word, text)
+                assert observed(a, command) == observed(b, command), command
+        finally:
+            a.close()
+            b.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(diff_msg, min_size=3, max_size=12), st.lists(hidden_msg, max_size=14),
+       st.lists(hidden_msg, max_size=14), st.lists(diff_question, min_size=1, max_size=4))
+def test_hidden_scopes_change_nothing_across_linked_scopes(visible, hidden_a, hidden_b, questions):
+    """With C1 and C2 linked, the asker in C1 sees both; what the other scopes hold still changes nothing."""
+    links = [["slack:T1:C1", "slack:T1:C2"]]
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "a").mkdir()
+        (Path(tmp) / "b").mkdir()
+        a = World(Path(tmp) / "a", diff_messages(visible, hidden_a, linked=True), links=links)
+        b = World(Path(tmp) / "b", diff_messages(visible, hidden_b, linked=True), links=links)
         try:
             for kind, name, word, text in questions:
                 command = command_for(kind, name, word, text)
