@@ -64,11 +64,13 @@ class BackfillResult(Tally):
     imported: int = 0
     duplicates: int = 0
     refused: int = 0
+    older: int = 0  # older than the import's limit (``since``), fetched but not stored
     errors: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         return (f"{self.streams} stream(s), {self.pages} page(s), {self.fetched} fetched, {self.imported} imported, "
                 f"{self.duplicates} already stored, {self.refused} not remembered (privacy)"
+                + (f", {self.older} older than the limit" if self.older else "")
                 + (f", {len(self.errors)} error(s)" if self.errors else ""))
 
 
@@ -104,8 +106,9 @@ class Backfiller:
                  min_interval_s: float = 0.0, embed: bool | None = None, executor: Executor | None = None,
                  progress: Progress | None = log_progress,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 accept: Callable[[Message], bool] | None = None) -> None:
+                 accept: Callable[[Message], bool] | None = None, since: float | None = None) -> None:
         self.store = store
+        self.since = since  # epoch seconds: older messages are read past but not stored (None: all history)
         self.default_opt_in = default_opt_in
         self.page_size = page_size
         self.min_interval_s = min_interval_s
@@ -160,7 +163,9 @@ class Backfiller:
         """Store one page and then move the cursor (runs in a worker thread, never cancelled half-way)."""
         keep: list[Message] = []
         for m in sorted(page.messages, key=lambda m: m.ts):
-            if self._accept is not None and not self._accept(m):
+            if self.since is not None and m.ts < self.since:
+                result.older += 1
+            elif self._accept is not None and not self._accept(m):
                 result.refused += 1
             elif privacy.ingest_refusal(self.store, m, default_opt_in=self.default_opt_in):
                 result.refused += 1

@@ -23,6 +23,7 @@ from discord import app_commands
 from bot.actions import Actions, Invoker, guarded
 from bot.command_table import CHAT_COMMANDS, ChatCommand, Surface
 from bot.replies import Reply, split_for_chat
+from memory.errors import InputError
 from memory.models import Message, ScopeKey
 
 from .backfill import Backfiller, BackfillResult, Page
@@ -151,7 +152,7 @@ class ChorusDiscordClient(discord.Client):
 class DiscordAdapter:
     """Translates Discord events into ``Actions`` calls and renders the replies."""
 
-    def __init__(self, actions: Actions, *, ignore_other_bots: bool = True, backfill_on_join: bool = True,
+    def __init__(self, actions: Actions, *, ignore_other_bots: bool = True, backfill_on_join: bool = False,
                  fast: Executor | None = None, slow: Executor | None = None,
                  defer_after_s: float = DEFER_AFTER_S, client_kwargs: dict | None = None) -> None:
         self.actions = actions
@@ -165,6 +166,8 @@ class DiscordAdapter:
         self.slow = slow or ThreadPoolExecutor(4, thread_name_prefix="chorus-discord-model")
         self.client = ChorusDiscordClient(self, **(client_kwargs or {}))
         self._tasks: set[asyncio.Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the gateway's loop, seen by the first command
+        actions.history_importers[PLATFORM] = self.import_history  # the admin `/backfill` command
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -300,8 +303,15 @@ class DiscordAdapter:
 
     async def on_guild_join(self, guild: discord.Guild) -> None:
         log.info("discord: joined guild %s (%s)", guild.id, guild.name)
-        if self.backfill_on_join:
+        if self.backfill_on_join:  # off by default: history is imported when an admin asks (`/backfill`)
             self._spawn(self.backfill_guild(guild))
+
+    def import_history(self, inv: Invoker, since: float | None) -> None:
+        """Start importing one channel's history (and its threads) in the background (`/backfill`)."""
+        guild = self.client.get_guild(int(inv.key.workspace)) if inv.key.workspace.isdigit() else None
+        if guild is None or self._loop is None:
+            raise InputError("this server is not in my gateway cache yet; try again in a minute")
+        asyncio.run_coroutine_threadsafe(self.backfill_guild(guild, only={inv.key.channel}, since=since), self._loop)
 
     # ------------------------------------------------------------------ backfill
     async def history_streams(self, guild: discord.Guild, channels: list | None = None,
@@ -331,8 +341,10 @@ class DiscordAdapter:
         return streams
 
     async def backfill_guild(self, guild: discord.Guild, *, progress: Any = None, over_rest: bool = False,
-                             only: set[str] | None = None, max_pages: int | None = None) -> BackfillResult:
-        """Import a guild's history, oldest first, from each stream's cursor (``over_rest``: no gateway cache)."""
+                             only: set[str] | None = None, max_pages: int | None = None,
+                             since: float | None = None) -> BackfillResult:
+        """Import a guild's history, oldest first, from each stream's cursor (``over_rest``: no gateway cache);
+        messages older than ``since`` are not stored."""
         channels = threads = None
         if over_rest:
             channels = list(await guild.fetch_channels())
@@ -341,7 +353,7 @@ class DiscordAdapter:
         if only:
             streams = [s for s in streams if s.key.channel in only or s.stream in only]
         backfiller = Backfiller(self.actions.store, default_opt_in=self.actions.default_opt_in, executor=self.fast,
-                                **({"progress": progress} if progress is not None else {}))
+                                since=since, **({"progress": progress} if progress is not None else {}))
         result = await backfiller.run(streams, max_pages=max_pages)
         log.info("discord backfill of guild %s: %s", guild.id, result.summary())
         return result
@@ -363,7 +375,7 @@ class DiscordAdapter:
         try:
             inv = self.invoker(interaction)
             log.info("discord %s/%s: /%s by %s", inv.key.workspace, inv.key.channel, name, inv.user_id)
-            loop = asyncio.get_running_loop()
+            loop = self._loop = asyncio.get_running_loop()
             future = loop.run_in_executor(self.slow if slow else self.fast, guarded, f"discord /{name}",
                                           lambda: fn(inv))
             done, _ = await asyncio.wait({future}, timeout=self.defer_after_s)

@@ -26,6 +26,8 @@ def run_bench(args: argparse.Namespace, settings: object) -> int:
         from .answer import main
     elif kind == "catchup":
         from .catchup import main
+    elif kind == "scopes":
+        from .scopes import main
     else:
         raise ValueError(f"unknown benchmark {kind}")
     return main(args, settings)

@@ -24,8 +24,9 @@ from bot.app import Bot
 from bot.catchup import Catchup
 from bot.config import Settings
 from memory.catchup.digest import window_messages
-from memory.ftsquery import match_any, scoped
+from memory.ftsquery import match_any
 from memory.models import Message
+from memory.store import scopeindex
 
 from . import synthetic
 from .common import percentiles, save_by_size
@@ -82,11 +83,12 @@ def one_size(size: int, queries: int) -> dict:
             names = iter([people[i % len(people)].display_name for i in range(queries)])
 
             def bm25() -> None:
-                query = scoped(match_any(f"decided plan rule {next(names)}") or '"x"', sids)
+                query = match_any(f"decided plan rule {next(names)}") or '"x"'
                 with bot.store.read() as conn:
-                    conn.execute("SELECT f.rowid FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE "
-                                 "messages_fts MATCH ? AND m.ts > ? ORDER BY bm25(messages_fts) LIMIT 12",
-                                 (query, since)).fetchall()
+                    for sid in scopeindex.indexed_scopes(conn, scopeindex.MESSAGES, sids):
+                        t = scopeindex.MESSAGES.table(sid)
+                        conn.execute(f"SELECT f.rowid FROM {t} f JOIN messages m ON m.id = f.rowid WHERE "
+                                     f"{t} MATCH ? AND m.ts > ? ORDER BY bm25({t}) LIMIT 12", (query, since)).fetchall()
             row["baseline_bm25_n"] = percentiles(timed(queries, bm25))
             return row
 

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 CONFIRM_TTL_S = 300.0
 CATCHUP_MODES = ("dm", "all", "channel", "subscribe", "unsubscribe")
+# Starts importing one channel's history in the background; ``since`` (epoch seconds) bounds how far back.
+HistoryImport = Callable[["Invoker", "float | None"], None]
 REFUSE_ADMIN = "Only workspace admins can do that (it needs the Manage Server / admin permission)."
 
 
@@ -61,6 +63,19 @@ def guarded(what: str, fn: Callable[[], Reply]) -> Reply:
                      ephemeral=True)
 
 
+def describe_history_import(where: str, since: float | None, *, background: bool = True) -> str:
+    """What a history import of ``where`` does, said before it starts (the admin command and `chorus backfill`)."""
+    span = ("from its very first message" if since is None
+            else f"from {time.strftime('%Y-%m-%d', time.gmtime(since))} (UTC) on; older messages are skipped")
+    how = ", in the background" if background else ""
+    return (f"Importing the history of {where} (threads included), {span}, oldest first{how}. For each "
+            "message I store its text, author id and display name, time and thread, index it for search and "
+            "later read it for memory records, exactly as for live messages. Messages of people who opted out, "
+            "other bots' messages (unless configured) and anything in an opted-out channel or paused workspace "
+            "are not stored. An interrupted import resumes where it stopped; `forget` removes what it stored. "
+            "New messages keep being remembered as before.")
+
+
 class Actions:
     """Platform-neutral commands over one ``Bot``: ingest gate, queries, privacy, admin."""
 
@@ -71,6 +86,8 @@ class Actions:
         self._pending: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._lock = threading.Lock()
         self.catchups = Catchup(bot)
+        # Per platform, set by its adapter: history import is an explicit admin act (`backfill`), never automatic.
+        self.history_importers: dict[str, HistoryImport] = {}
 
     # ------------------------------------------------------------------ events
     def remember(self, msg: Message) -> bool:
@@ -286,6 +303,31 @@ class Actions:
         privacy.set_paused(self.store, inv.key.platform, inv.key.workspace, False)
         log.info("resume in %s", inv.describe())
         return Reply("Resumed: I am remembering this workspace again.", ephemeral=True)
+
+    def backfill(self, inv: Invoker, days: str = "", *, now: float | None = None) -> Reply:
+        """Import this channel's past messages, when an admin asks; the reply says how far back and what is kept."""
+        if not inv.is_admin:
+            return Reply(REFUSE_ADMIN, ephemeral=True)
+        try:
+            n_days = float(days) if days.strip() else None
+        except ValueError:
+            n_days = -1.0
+        if n_days is not None and not n_days > 0:
+            return Reply("Use `backfill` for the whole history, or `backfill DAYS` (a number above 0) for the last "
+                         "DAYS days.", ephemeral=True)
+        importer = self.history_importers.get(inv.key.platform)
+        if importer is None:
+            return Reply("There is no platform history to import here: this chat is remembered as it happens.",
+                         ephemeral=True)
+        if not privacy.is_channel_opted_in(self.store, inv.key, default_opt_in=self.default_opt_in or inv.is_dm):
+            return Reply("This channel is opted out, so I would store nothing from its history; run `channel in` "
+                         "first.", ephemeral=True)
+        since = None if n_days is None else (now if now is not None else time.time()) - n_days * 86400
+        importer(inv, since)
+        log.info("backfill requested in %s (since %s)", inv.describe(), since)
+        where = f"#{inv.channel_name}" if inv.channel_name else "this channel"
+        return Reply(describe_history_import(where, since), ephemeral=True,
+                     data={"since": since})
 
     def channel_opt(self, inv: Invoker, opted_in: bool) -> Reply:
         if not inv.is_admin:

@@ -25,7 +25,7 @@ CliHandler = Callable[[argparse.Namespace, Settings], int]
 CliCommand = Command[CliHandler]
 
 DATASETS = ("locomo", "socialmem", "friendsqa")
-SCOPE = Arg("--scope", "platform:workspace:channel", required=True)
+SCOPE = Arg("--scope", "platform:workspace:channel (default: the store's only channel; `chorus scopes` lists them)")
 WHO = (Arg("--platform", required=True),
        Arg("--workspace", "Discord guild id / Slack team id ('@me' for Discord DMs)", required=True),
        Arg("--user", "the platform user id", required=True))
@@ -102,6 +102,10 @@ BENCH: tuple[CliCommand, ...] = (  # run by their parent's handler: the benchmar
                                               default=50), BENCH_OUT)),
     Command("search", "hybrid search latency vs numpy and rank-bm25", args=(
         Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=100), BENCH_OUT)),
+    Command("scopes", "BM25, ingest and open time with many scopes (one FTS5 table each) vs one scope", args=(
+        Arg("--messages", type=int, default=100_000), Arg("--scopes", "small scopes beside the big one", type=int,
+                                                          default=200),
+        Arg("--queries", type=int, default=100), BENCH_OUT)),
 )
 
 TRAIN: tuple[CliCommand, ...] = (
@@ -152,11 +156,13 @@ CLI_COMMANDS: tuple[CliCommand, ...] = (
     Command("bench", "benchmarks that compare against a baseline in the same run", commands.bench_cmd,
             subcommands=BENCH, sub_dest="bench_kind"),
     Command("run", "connect the configured Discord / Slack adapters and serve until stopped", platform_cli.run_cmd),
-    Command("backfill", "import channel history (oldest first, resumable)", platform_cli.backfill_cmd, (
+    Command("backfill", "import channel history on request (oldest first, resumable; never automatic by default)",
+            platform_cli.backfill_cmd, (
         Arg("--platform", "only this platform (default: every enabled one)", choices=("discord", "slack")),
         Arg("--channel", "only this channel id (repeatable)", repeat=True),
         Arg("--guild", "Discord: only this guild id (repeatable)", repeat=True),
-        Arg("--max-pages", "stop each channel after N pages (resume later)", type=int))),
+        Arg("--max-pages", "stop each channel after N pages (resume later)", type=int),
+        Arg("--days", "only store messages from the last N days (default: the whole history)", type=float))),
     Command("discord-sync", "publish the slash commands to Discord (run after upgrades)",
             platform_cli.discord_sync_cmd, (
         Arg("--guild", "sync to one guild only (instant, for testing) instead of globally"),)),
@@ -215,12 +221,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def short_help() -> str:
+    """What bare `chorus` prints: one line per command, no argparse error."""
+    lines = ["usage: chorus [--config FILE] [--db FILE] [-v] COMMAND ...", "",
+             "Chorus: a self-hosted memory bot for group chats. Commands:"]
+    lines += [f"  {c.name:<15} {c.help}" for c in CLI_COMMANDS]
+    lines += ["", "Start with `chorus console` (a terminal group chat). `chorus COMMAND --help` shows a command's "
+              "options; `chorus status` shows which store file is in use."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print(short_help())
+        return 0
     args = build_parser().parse_args(argv)
     try:
         settings = load_settings(args.config)
         if args.db:
-            settings.store.path = args.db
+            settings.use_store(args.db)
     except ChorusError as exc:
         print(f"chorus: {exc}", file=sys.stderr)
         return 2

@@ -154,6 +154,10 @@ def _resume(a: Actions, inv: Invoker, args: Mapping[str, str], s: Surface) -> Re
     return a.resume(inv)
 
 
+def _backfill(a: Actions, inv: Invoker, args: Mapping[str, str], s: Surface) -> Reply:
+    return a.backfill(inv, args.get("days", ""))
+
+
 def _channel(a: Actions, inv: Invoker, args: Mapping[str, str], s: Surface) -> Reply:
     mode = args.get("mode", "").lower().replace("-", "")
     if mode in ("in", "optin", "on"):
@@ -211,6 +215,8 @@ CHAT_COMMANDS: tuple[ChatCommand, ...] = (
     Command("channel", "Opt this channel in or out of memory", _channel,
             (Arg("mode", "'in' to remember this channel, 'out' to stop", required=True, choices=("in", "out")),),
             permission="admin"),
+    Command("backfill", "Import this channel's past messages into memory (says how far back and what it keeps)",
+            _backfill, (Arg("days", "Only the last N days (default: the whole history)"),), permission="admin"),
 )
 
 

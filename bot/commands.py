@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from memory.datasets import load_dataset
 from memory.errors import ChorusError
+from memory.models import ScopeKey
 from memory.store import Store
 
 from .app import Bot, load_embedder_from, parse_scope
@@ -36,7 +37,7 @@ def console(args: argparse.Namespace, settings: Settings) -> int:
     scheduler = WriterScheduler(bot.writer, settings.writer.interval_seconds) if settings.writer.enabled else None
     try:
         chat = ConsoleChat(bot, stdout=private_stdout(), channel=args.channel)
-        chat.say(f"(logs go to {log_path})")
+        chat.say(f"({settings.store_line()}; logs go to {log_path})")
         if settings.console.demo and not args.no_demo:
             n = chat.load_demo()
             if n:
@@ -133,9 +134,30 @@ def reindex(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def chosen_scope(bot: Bot, scope: str | None) -> ScopeKey | None:
+    """``--scope`` as given; without it the store's only channel, else None after listing the choices."""
+    if scope:
+        return parse_scope(scope)
+    found = bot.store.scopes()
+    if len(found) == 1:
+        s = found[0]
+        return ScopeKey(s.platform, s.workspace, s.channel)
+    if not found:
+        raise ChorusError(f"no channel has memory yet in {bot.store.path}; chat in `chorus console`, "
+                          "`chorus ingest` a transcript, or check --config / --db")
+    print(f"This store holds {len(found)} channels; say which one with --scope:", file=sys.stderr)
+    for s in found:
+        print(f"  --scope {s.platform}:{s.workspace}:{s.channel}"
+              f"{f'  (#{s.name})' if s.name else ''}", file=sys.stderr)
+    return None
+
+
 def ask(args: argparse.Namespace, settings: Settings) -> int:
     with Bot(settings) as bot:
-        print(bot.ask(parse_scope(args.scope), args.question).text)
+        key = chosen_scope(bot, args.scope)
+        if key is None:
+            return 2
+        print(bot.ask(key, args.question).text)
     return 0
 
 
@@ -152,7 +174,10 @@ def catchup(args: argparse.Namespace, settings: Settings) -> int:
 
 def whosaid(args: argparse.Namespace, settings: Settings) -> int:
     with Bot(settings, load_models=False) as bot:
-        print(bot.whosaid(parse_scope(args.scope), args.phrase).text)
+        key = chosen_scope(bot, args.scope)
+        if key is None:
+            return 2
+        print(bot.whosaid(key, args.phrase).text)
     return 0
 
 
@@ -179,6 +204,7 @@ def write(args: argparse.Namespace, settings: Settings) -> int:
 
 def status(args: argparse.Namespace, settings: Settings) -> int:
     with Bot(settings, load_models=False) as bot:
+        print(settings.store_line())
         print(bot.status().text)
         writer = bot.read_only_writer()
         print("\nwriter lag per scope:")

@@ -10,7 +10,8 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from platformdirs import user_data_path
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from memory.errors import ConfigError
 
@@ -20,7 +21,10 @@ class Section(BaseModel):
 
 
 class StoreSettings(Section):
-    path: str = Field("data/chorus.db", description="SQLite file that holds all memory (created if missing).")
+    path: str = Field("data/chorus.db", description="SQLite file that holds all memory (created if missing). A "
+                      "relative path is taken from the folder of the config file; with no config file, from the "
+                      "per-user data folder (on Linux ~/.local/share/chorus). `chorus status` and the console's "
+                      "first line say which file is in use; `--db` overrides it for one command.")
     idle_gap_minutes: float = Field(30.0, gt=0, description="A silence longer than this starts a new session.")
 
 
@@ -30,9 +34,13 @@ class EmbeddingSettings(Section):
         "and run by onnxruntime (fastest on CPU); 'minilm': the same model in plain numpy; 'minilm-gguf': the same "
         "model converted once to GGUF and run by llama.cpp (GPU offload possible); 'gguf': any GGUF embedding "
         "model run by llama.cpp. Switching between backends whose vectors differ needs `chorus reindex`.")
-    dtype: str = Field("", description="Weight type: 'int8' (default) or 'fp32' for 'minilm-onnx'; 'f32' (default), "
-                       "'f16' or 'q8_0' for 'minilm-gguf'. 'fp32', 'f32' and 'f16' give numpy's vectors.")
-    model_path: str = Field("", description="GGUF embedding model file (backend 'gguf' only).")
+    dtype: str = Field("", description="Weight type. Empty (the default) means the backend's own default: 'int8' "
+                       "for 'minilm-onnx', 'f32' for 'minilm-gguf'. Otherwise 'int8' or 'fp32' for 'minilm-onnx'; "
+                       "'f32', 'f16' or 'q8_0' for 'minilm-gguf'; ignored by 'minilm' and 'gguf'. 'fp32', 'f32' and "
+                       "'f16' give numpy's vectors.")
+    model_path: str = Field("", description="Backend 'gguf': the GGUF embedding model file (required). 'minilm', "
+                            "'minilm-onnx' and 'minilm-gguf': an all-MiniLM-L6-v2 folder to use instead of the "
+                            "installed PyPI package (empty: the package).")
     n_gpu_layers: int = Field(0, ge=-1, description="Layers to offload to a GPU for the GGUF embedder (-1 = all).")
     n_threads: int = Field(0, ge=0, description="CPU threads for the ONNX or GGUF embedder (0 = the backend default).")
 
@@ -188,14 +196,16 @@ class ConsoleSettings(Section):
     demo: bool = Field(True, description="Preload the short demo conversation into an empty console channel.")
     log_file: str = Field("", description="Where the console writes its logs (the scheduler's, the writer's and "
                           "llama.cpp's own output), so they never land in the chat. Empty: beside the store, "
-                          "as <store>.log.")
+                          "as <store>.log. A relative path is taken from the folder of the config file.")
 
 
 class DiscordSettings(Section):
     enabled: bool = Field(False, description="Connect to Discord.")
     token_env: str = Field("DISCORD_TOKEN", description="Environment variable holding the bot token.")
     ignore_other_bots: bool = Field(True, description="Do not remember messages from other bots.")
-    backfill_on_join: bool = Field(True, description="Import a server's history when the bot is added to it.")
+    backfill_on_join: bool = Field(False, description="Import every readable channel's whole history (and "
+                                   "threads) as soon as the bot is added to a server, without anyone asking. Off: "
+                                   "history is imported only when an admin runs `/backfill` or `chorus backfill`.")
 
 
 class SlackSettings(Section):
@@ -209,7 +219,9 @@ class SlackSettings(Section):
     port: int = Field(3000, ge=1, le=65535, description="Port for HTTP mode.")
     command: str = Field("/chorus", description="The one slash command; its first word picks the action.")
     ignore_other_bots: bool = Field(True, description="Do not remember messages from other bots.")
-    backfill_on_join: bool = Field(True, description="Import a channel's history when the bot joins it.")
+    backfill_on_join: bool = Field(False, description="Import a channel's whole history as soon as the bot is "
+                                   "added to it, without anyone asking. Off: history is imported only when an "
+                                   "admin runs `/chorus backfill` or `chorus backfill`.")
 
 
 class Settings(Section):
@@ -227,6 +239,24 @@ class Settings(Section):
     discord: DiscordSettings = Field(default_factory=DiscordSettings, description="Discord adapter.")
     slack: SlackSettings = Field(default_factory=SlackSettings, description="Slack adapter.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Logging level.")
+    # Where these settings came from: the config file, or '' for the built-in defaults (`store_line`).
+    _config_file: str = PrivateAttr("")
+    _store_override: bool = PrivateAttr(False)
+
+    def use_store(self, path: str) -> None:
+        """Point this run at another store file (the command line's ``--db``)."""
+        self.store.path = path
+        self._store_override = True
+
+    def store_line(self) -> str:
+        """Which store file is in use and why, for `chorus status` and the console's first line."""
+        if self._store_override:
+            why = "given with --db"
+        elif self._config_file:
+            why = f"store.path in {self._config_file}"
+        else:
+            why = "no config file, so the per-user data folder"
+        return f"Store: {Path(self.store.path).expanduser()} ({why})"
 
     def secret(self, env_name: str) -> str:
         """Read a secret from the environment; raise a clear error naming the variable."""
@@ -238,13 +268,32 @@ class Settings(Section):
         return value
 
 
+def data_folder() -> Path:
+    """The per-user data folder a store lives in when no config file says otherwise (XDG on Linux)."""
+    return user_data_path("chorus", appauthor=False)
+
+
+def resolve_paths(settings: Settings, base: Path) -> Settings:
+    """Relative file settings taken from ``base``, so the store does not depend on the working directory."""
+    for section, name in (("store", "path"), ("console", "log_file")):
+        part = getattr(settings, section)
+        value = getattr(part, name)
+        if value and value != ":memory:" and not Path(value).expanduser().is_absolute():
+            setattr(part, name, str(base / value))
+    return settings
+
+
 def load_settings(path: str | Path | None = None) -> Settings:
-    """Settings from ``path`` (or ``$CHORUS_CONFIG``, or ./config.toml if present, else defaults)."""
+    """Settings from ``path`` (or ``$CHORUS_CONFIG``, or ./config.toml if present, else defaults).
+
+    Relative paths in a config file are taken from the file's folder; the defaults' from the
+    per-user data folder (`data_folder`).
+    """
     chosen = path or os.environ.get("CHORUS_CONFIG")
     if chosen is None and Path("config.toml").exists():
         chosen = "config.toml"
     if chosen is None:
-        return Settings()
+        return resolve_paths(Settings(), data_folder())
     file = Path(chosen)
     if not file.exists():
         raise ConfigError(f"config file {file} does not exist; copy config.example.toml to start one")
@@ -253,10 +302,13 @@ def load_settings(path: str | Path | None = None) -> Settings:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from exc
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"config file {file} has invalid settings: {problems}") from exc
+    folder = file.expanduser().resolve().parent
+    settings._config_file = str(file.expanduser().resolve())
+    return resolve_paths(settings, folder)
 
 
 def _toml_value(value: object) -> str:

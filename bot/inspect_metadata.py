@@ -6,6 +6,7 @@ cannot land without saying what it stores.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 DB_NAME = "chorus"
@@ -160,12 +161,13 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "platform": "console, discord or slack.", "event_id": "The platform's event id.",
         "created_at": "When it was handled. " + _TIME,
     }),
-    "messages_fts": ("Full-text (BM25) index of message text; contentless, so it shows no text itself.", {
+    "messages_fts_s<id>": ("Full-text (BM25) index of one channel's message text (its id ends the name); "
+                           "contentless, so it shows no text itself. One per channel, so a search and its "
+                           "statistics read only the channels it may see.", {
         "text": "Indexed message text.", "author_name": "Indexed speaker name.",
-        "scope_tag": "'s<scope id>': keeps every search inside its channel.",
     }),
-    "records_fts": ("Full-text index of record content; contentless.", {
-        "content": "Indexed record text.", "scope_tag": "'s<scope id>'.",
+    "records_fts_s<id>": ("Full-text index of one channel's record content; contentless.", {
+        "content": "Indexed record text.",
     }),
     "message_vec": ("sqlite-vec index of message embeddings, partitioned by channel.", {
         "rowid": "The message (messages.id).", "scope_id": "Partition: the channel.",
@@ -175,8 +177,10 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "rowid": "The record (records.id).", "scope_id": "Partition: the channel.",
         "embedding": "The record's vector (float32).",
     }),
-    "messages_fts_vocab": ("Per-term document counts of the message index (search leaves out very common terms).", {
-        "term": "A stemmed term.", "doc": "Messages containing it.", "cnt": "Occurrences in all messages.",
+    "messages_vocab_s<id>": ("Per-term document counts of one channel's message index (search leaves out very "
+                             "common terms; replies weigh rare words).", {
+        "term": "A stemmed term.", "doc": "Messages of the channel containing it.",
+        "cnt": "Occurrences in the channel's messages.",
     }),
 }
 
@@ -286,12 +290,26 @@ NOTICE = ("This is the operator's read-only view of their own Chorus memory file
           "scope: the bot never answers one channel from another's memory, but this view shows them all.")
 
 
+_PER_SCOPE = re.compile(r"^(messages_fts|records_fts|messages_vocab|records_vocab)_s\d+$")
+
+
+def describe(name: str) -> tuple[str, dict[str, str]] | None:
+    """A table's description, per-channel index tables (``messages_fts_s12``) included."""
+    if name in TABLES:
+        return TABLES[name]
+    match = _PER_SCOPE.match(name)
+    if match and match.group(1) == "records_vocab":
+        return ("Per-term document counts of one channel's record index.", TABLES["messages_vocab_s<id>"][1])
+    return TABLES.get(f"{match.group(1)}_s<id>") if match else None
+
+
 def build_metadata(path_label: str, tables_present: set[str]) -> dict[str, Any]:
     """Datasette metadata for the store at ``path_label`` holding ``tables_present``."""
     tables: dict[str, Any] = {}
     for name in sorted(tables_present):
-        if name in TABLES:
-            text, columns = TABLES[name]
+        entry = describe(name)
+        if entry is not None:
+            text, columns = entry
             tables[name] = {"description": text, "columns": columns}
         elif name.endswith(HIDDEN_SUFFIXES) or name.startswith("sqlite_"):
             tables[name] = {"hidden": True}

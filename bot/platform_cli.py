@@ -11,13 +11,14 @@ import json
 import logging
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from memory import privacy
 from memory.errors import ChorusError, ConfigError
 
-from .actions import Actions
+from .actions import Actions, describe_history_import
 from .app import Bot
 from .config import Settings
 
@@ -188,7 +189,8 @@ async def _discord_backfill(settings: Settings, actions: Actions, args: argparse
             if args.guild and str(guild.id) not in args.guild:
                 continue
             result = await adapter.backfill_guild(guild, progress=_progress, over_rest=True,
-                                                  only=set(args.channel) or None, max_pages=args.max_pages)
+                                                  only=set(args.channel) or None, max_pages=args.max_pages,
+                                                  since=_since(args))
             print(f"discord guild {guild.id}: {result.summary()}")
         return 0
     except discord.LoginFailure as exc:
@@ -197,12 +199,22 @@ async def _discord_backfill(settings: Settings, actions: Actions, args: argparse
         await adapter.close()
 
 
+def _since(args: argparse.Namespace) -> float | None:
+    days = getattr(args, "days", None)
+    if days is not None and not days > 0:
+        raise ConfigError("--days must be a number above 0")
+    return None if days is None else time.time() - days * 86400
+
+
 def backfill_cmd(args: argparse.Namespace, settings: Settings) -> int:
     redact(_secrets(settings))
     platforms = [args.platform] if args.platform else [p for p in ("discord", "slack")
                                                        if getattr(settings, p).enabled]
     if not platforms:
         raise ConfigError("no platform to backfill: enable one in the config or pass --platform")
+    where = ("channel(s) " + ", ".join(args.channel) if args.channel
+             else "every channel the bot can read") + f" on {' and '.join(platforms)}"
+    print(describe_history_import(where, _since(args), background=False), file=sys.stderr, flush=True)
     with Bot(settings) as bot:
         actions = Actions(bot)
         if "slack" in platforms:
@@ -210,7 +222,8 @@ def backfill_cmd(args: argparse.Namespace, settings: Settings) -> int:
             try:
                 team = slack.client.auth_test()["team_id"]
                 channels = [c for c in slack.list_channels() if not args.channel or c[0] in args.channel]
-                result = slack.backfill(team, channels, progress=_progress, max_pages=args.max_pages)
+                result = slack.backfill(team, channels, progress=_progress, max_pages=args.max_pages,
+                                        since=_since(args))
                 print(f"slack {team}: {result.summary()}")
             finally:
                 slack.close()

@@ -52,6 +52,6 @@ def read_status(store: Store, records: Records, writer: Writer, scope_ids: list[
         records=sum(records.count(s, heads_only=True) for s in scope_ids),
         waiting_for_writer=sum(s.pending_messages for s in lag),
         quarantined=sum(s.quarantined for s in lag),
-        pending_embeddings=store.pending_embeddings(),
+        pending_embeddings=store.pending_embeddings(scope_ids),  # never another channel's backlog
         replies=replies,
         model_error=model_error)

@@ -68,17 +68,3 @@ def match_phrase(text: str) -> str | None:
     if not words:
         return None
     return quote(" ".join(words))
-
-
-def scoped(query: str, scope_ids: list[int], columns: str = "{text author_name}") -> str:
-    """Restrict a query to scopes inside the index (isolation enforced in SQL)."""
-    tags = " OR ".join(f"s{int(s)}" for s in scope_ids)
-    return f"scope_tag:({tags}) AND {columns}: ({query})"
-
-
-def excluding(query: str, other_scope_ids: list[int], columns: str = "{text author_name}") -> str:
-    """The same restriction as `scoped`, written as "no other scope" (see memory/ftsscope.py)."""
-    if not other_scope_ids:
-        return f"{columns}: ({query})"
-    tags = " OR ".join(f"s{int(s)}" for s in other_scope_ids)
-    return f"{columns}: ({query}) NOT scope_tag:({tags})"

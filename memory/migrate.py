@@ -2,7 +2,9 @@
 
 Each file in the ``migrations`` package (``NNNN_name.sql``) runs once, inside its
 own transaction, and is recorded in ``_migrations``. A released migration is never
-edited: changes come as a new file.
+edited: changes come as a new file. A change SQL alone cannot state (one table per
+existing scope, 0008) is a ``NNNN_name.py`` file defining ``upgrade(conn)``, run the
+same way: inside the migration's transaction, recorded under the same name.
 """
 from __future__ import annotations
 
@@ -14,14 +16,15 @@ from importlib import resources
 from .db import Connection, DatabaseError
 from .errors import StoreError
 
-_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.(sql|py)$")
 
 
 @dataclass(frozen=True)
 class Migration:
     number: int
     name: str
-    sql: str
+    sql: str  # the script, or a Python migration's source (``kind == "py"``)
+    kind: str = "sql"
 
     @property
     def key(self) -> str:
@@ -34,7 +37,7 @@ def available() -> list[Migration]:
     for entry in resources.files("migrations").iterdir():
         match = _NAME.match(entry.name)
         if match:
-            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8"), match.group(3)))
     found.sort(key=lambda m: m.number)
     numbers = [m.number for m in found]
     if len(set(numbers)) != len(numbers):
@@ -70,15 +73,32 @@ def migrate(conn: Connection) -> list[str]:
             continue
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for statement in split_statements(mig.sql):
-                conn.execute(statement)
+            if mig.kind == "py":
+                run_python(conn, mig)
+            else:
+                for statement in split_statements(mig.sql):
+                    conn.execute(statement)
             conn.execute("INSERT INTO _migrations(name, applied_at) VALUES (?, ?)", (mig.key, time.time()))
             conn.execute("COMMIT")
         except DatabaseError as exc:
             conn.execute("ROLLBACK")
             raise StoreError(f"migration {mig.key} failed and was rolled back: {exc}") from exc
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
         ran.append(mig.key)
     return ran
+
+
+def run_python(conn: Connection, mig: Migration) -> None:
+    """Run a Python migration's ``upgrade(conn)`` inside the caller's transaction."""
+    namespace: dict = {"__name__": f"migrations.{mig.key}"}
+    exec(compile(mig.sql, f"migrations/{mig.key}.py", "exec"), namespace)  # our own shipped file
+    upgrade = namespace.get("upgrade")
+    if not callable(upgrade):
+        raise StoreError(f"migration {mig.key} defines no upgrade(conn)")
+    upgrade(conn)
 
 
 def split_statements(sql: str) -> list[str]:

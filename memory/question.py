@@ -24,8 +24,8 @@ from typing import Literal
 
 from . import nlp
 from .ftsquery import stem, terms
-from .people import People
 from .models import GROUP
+from .people import People
 from .store import Person
 
 ALL = "ALL"

@@ -16,8 +16,8 @@ import numpy as np
 from . import ftsquery
 from .db import Connection, chunked, marks, select_into
 from .embeddings.base import Embedder
-from .models import GROUP
-from .store import Store
+from .models import GROUP  # noqa: F401  (records are imported with their GROUP owner)
+from .store import Store, scopeindex
 
 PERSON_LAYERS = ("per_speaker_core", "per_speaker_profile")
 GROUP_LAYERS = ("group_interaction", "group_insight")
@@ -196,13 +196,15 @@ class Records:
             owner_args = list(owners)
         head_sql = " AND r.superseded_by IS NULL" if heads_only else ""
         with self.store.read() as conn:
-            if query:
-                tags = " OR ".join(f"s{int(s)}" for s in scope_ids)
+            tables = scopeindex.indexed_scopes(conn, scopeindex.RECORDS, scope_ids) if query else []
+            if tables:  # each scope's own table, so BM25 reads only the visible scopes' statistics
+                arms = " UNION ALL ".join(
+                    f"SELECT f.rowid AS id, bm25({t}) AS score FROM {t} f JOIN records r ON r.id = f.rowid "
+                    f"WHERE {t} MATCH ? AND r.status = 'active'{head_sql}{owner_sql}"
+                    for t in (scopeindex.RECORDS.table(s) for s in tables))
                 lexical = [r[0] for r in conn.execute(
-                    "SELECT f.rowid FROM records_fts f JOIN records r ON r.id = f.rowid "
-                    f"WHERE records_fts MATCH ? AND r.status = 'active'{head_sql}{owner_sql} "
-                    "ORDER BY bm25(records_fts) LIMIT ?",
-                    [f"scope_tag:({tags}) AND content: ({query})", *owner_args, limit * 3])]
+                    f"SELECT id FROM ({arms}) ORDER BY score, id LIMIT ?",
+                    [*(a for _ in tables for a in (query, *owner_args)), limit * 3])]
         dense: list[int] = []
         embedder = self.store.embedder
         if embedder is not None and self.vector_dim and text.strip() and not lexical_only:
@@ -253,8 +255,7 @@ class Records:
                          [(rid, m) for m in rec.message_ids])
         conn.executemany("INSERT OR IGNORE INTO record_links(from_id, to_id, kind) VALUES (?,?, 'cites')",
                          [(rid, c) for c in rec.cites])
-        conn.execute("INSERT INTO records_fts(rowid, content, scope_tag) VALUES (?,?,?)",
-                     (rid, rec.content, f"s{rec.scope_id}"))
+        scopeindex.insert(conn, scopeindex.RECORDS, [(rec.scope_id, rid, rec.content)])
         if vector is not None and self.vector_dim:
             conn.execute("INSERT INTO record_vec(rowid, scope_id, embedding) VALUES (?,?,?)",
                          (rid, rec.scope_id, np.asarray(vector, dtype=np.float32).tobytes()))
@@ -264,16 +265,17 @@ class Records:
         """Mark records retracted and drop them from the indexes; ``erase`` also wipes their text."""
         n = 0
         for rid in ids:
-            row = conn.execute("SELECT status, prev_id, superseded_by FROM records WHERE id = ?", (rid,)).fetchone()
+            row = conn.execute("SELECT status, prev_id, superseded_by, scope_id FROM records WHERE id = ?",
+                               (rid,)).fetchone()
             if row is None:
                 continue
-            status, prev_id, superseded_by = row
+            status, prev_id, superseded_by, scope_id = row
             if status == "active":
                 n += 1
             conn.execute("UPDATE records SET status = 'retracted', retracted_reason = ? WHERE id = ?", (reason, rid))
             if erase:
                 conn.execute("UPDATE records SET content = '' WHERE id = ?", (rid,))
-            conn.execute("DELETE FROM records_fts WHERE rowid = ?", (rid,))
+            scopeindex.delete(conn, scopeindex.RECORDS, [(scope_id, rid)])
             if self.vector_dim or conn.execute("SELECT 1 FROM sqlite_master WHERE name='record_vec'").fetchone():
                 conn.execute("DELETE FROM record_vec WHERE rowid = ?", (rid,))
             # A retracted head hands the chain back to its predecessor, which is current again.

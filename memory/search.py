@@ -1,7 +1,9 @@
 """Hybrid search over Track 1: FTS5 BM25 and vector KNN fused per query (memory/fusion.py).
 
-Every query is restricted to its scopes in SQL (the FTS scope tag, named or the others
-excluded, memory/ftsscope.py; the vec0 partition), never by filtering afterwards.
+Every query is restricted to its scopes in SQL (each scope's own FTS5 table,
+memory/store/scopeindex.py; the vec0 partition), never by filtering afterwards. BM25 scores and the
+document counts used to prune terms come from the searched scopes' tables only, so a ranking in one
+channel never depends on another channel's messages.
 """
 from __future__ import annotations
 
@@ -18,12 +20,12 @@ import numpy as np
 from . import ftsquery
 from .db import OperationalError, outgrown
 from .errors import EmbeddingError, InputError
-from .ftsscope import ScopeFilter, snapshot
+from .ftsscope import snapshot
 from .fusion import FusionParams, fuse, spread_authors
 from .models import SearchHit, StoredMessage
 from .question import Question
 from .signals import dense_query, of_question, read_question
-from .store import Store
+from .store import Store, scopeindex
 from .vectors import DenseScores, VectorIndex
 
 log = logging.getLogger(__name__)
@@ -98,10 +100,9 @@ class Searcher:
         self.vectors = vectors or VectorIndex(store)
         self._query_vectors: dict[str, object] = {}
         self._qv_lock = threading.Lock()  # guards the question-vector and term-frequency caches
-        self._df: dict[str, int] = {}
-        self._df_at = 0
+        self._df: dict[int, dict[str, int]] = {}  # per scope: stem -> messages holding it
+        self._df_at: dict[int, int] = {}  # per scope: its size when those counts were read
         self._local = threading.local()  # `degraded` is per thread: questions are answered concurrently
-        self._scopes = ScopeFilter()
 
     @property
     def degraded(self) -> str | None:
@@ -153,59 +154,74 @@ class Searcher:
         with self._qv_lock:
             self._query_vectors.clear()
 
-    def selective_terms(self, text: str, max_df: float = BM25_MAX_DF) -> list[str] | None:
-        """Content words of ``text`` without those found in over ``max_df`` of all messages (when rarer ones exist).
+    def selective_terms(self, text: str, max_df: float = BM25_MAX_DF,
+                        scope_ids: list[int] | None = None) -> list[str] | None:
+        """Content words of ``text`` without those found in over ``max_df`` of the searched scopes'
+        messages (when rarer ones exist).
 
         BM25 gives such terms little weight, but an OR query must still score every message that
-        contains them; leaving them out keeps search fast at 100k+ messages in a scope.
+        contains them; leaving them out keeps search fast at 100k+ messages in a scope. Only the
+        searched scopes are counted, so what is pruned never depends on another channel.
         """
         words = ftsquery.terms(text)
-        if len(words) < 2:
+        if len(words) < 2 or not scope_ids:
             return None
         stems = {w: ftsquery.stem(w) for w in words}
         with self.store.read() as conn:
-            n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]  # ~ messages indexed
+            sizes = {sid: scopeindex.documents(conn, scopeindex.MESSAGES, sid) for sid in scope_ids}
+            n = sum(sizes.values())
             if n < 5000:
                 return None
-            df = self._document_frequencies(conn, n, sorted(set(stems.values())))
+            df = self._document_frequencies(conn, sizes, sorted(set(stems.values())))
         keep = [w for w in words if df.get(stems[w], 0) <= n * max_df]
         return keep if keep else None
 
-    def _document_frequencies(self, conn, n: int, stems: list[str]) -> dict[str, int]:
-        """How many messages hold each stem, remembered until the store grows by 5%.
+    def _document_frequencies(self, conn, sizes: dict[int, int], stems: list[str]) -> dict[str, int]:
+        """How many messages of the scopes in ``sizes`` hold each stem; each scope's counts are
+        remembered until that scope grows by 5%.
 
         fts5vocab counts a term's documents by walking its whole posting list, a few ms per question
         at 100k messages; pruning only needs the share roughly, so a slightly old count will do.
         """
-        with self._qv_lock:
-            if outgrown(n, self._df_at):
-                self._df.clear()
-                self._df_at = n
-            missing = [t for t in stems if t not in self._df]
-        if missing:
-            found = dict(conn.execute(
-                f"SELECT term, doc FROM messages_fts_vocab WHERE term IN ({','.join('?' * len(missing))})",
-                missing).fetchall())
+        total = dict.fromkeys(stems, 0)
+        for sid, n in sizes.items():
             with self._qv_lock:
-                if len(self._df) > 50_000:
-                    self._df.clear()
-                self._df.update({t: int(found.get(t, 0)) for t in missing})
-        with self._qv_lock:
-            return {t: self._df.get(t, 0) for t in stems}
+                if outgrown(n, self._df_at.get(sid, -1)):
+                    self._df[sid] = {}
+                    self._df_at[sid] = n
+                cache = self._df.setdefault(sid, {})
+                missing = [t for t in stems if t not in cache]
+            if missing:
+                found = scopeindex.term_stats(conn, scopeindex.MESSAGES, [sid], missing).df
+                with self._qv_lock:
+                    if len(cache) > 50_000:
+                        cache.clear()
+                    cache.update({t: int(found.get(t, 0)) for t in missing})
+            with self._qv_lock:
+                for t in stems:
+                    total[t] += cache.get(t, 0)
+        return total
 
     def bm25(self, scope_ids: list[int], text: str, limit: int = RECALL_POOL,
              max_df: float = BM25_MAX_DF, *, author_weight: float = 0.3) -> list[tuple[int, float]]:
         """(message id, FTS5 bm25 score: lower is better) best first; ``author_weight`` weighs the name column."""
-        keep = self.selective_terms(text, max_df)
+        keep = self.selective_terms(text, max_df, scope_ids)
         query = ftsquery.match_any(" ".join(keep) if keep else text)
         if query is None or not scope_ids:
             return []
         with self.store.read() as conn, snapshot(conn):
+            tables = [scopeindex.MESSAGES.table(s) for s in scopeindex.indexed_scopes(conn, scopeindex.MESSAGES,
+                                                                                         scope_ids)]
+            if not tables:
+                return []
+            # One arm per scope: each table's bm25() reads that scope's statistics only. Ties go to the
+            # older message, so equal scores order the same way whatever else the store holds.
+            arms = " UNION ALL ".join(f"SELECT rowid AS id, bm25({t}, 1.0, ?) AS score FROM {t} WHERE {t} MATCH ?"
+                                      for t in tables)
+            args = [a for _ in tables for a in (float(author_weight), query)]
             try:
-                rows = conn.execute(
-                    "SELECT rowid, bm25(messages_fts, 1.0, ?, 0.0) AS score FROM messages_fts "
-                    "WHERE messages_fts MATCH ? ORDER BY score LIMIT ?",
-                    (float(author_weight), self._scopes.match(conn, query, scope_ids), int(limit))).fetchall()
+                rows = conn.execute(f"SELECT id, score FROM ({arms}) ORDER BY score, id LIMIT ?",
+                                    (*args, int(limit))).fetchall()
             except OperationalError as exc:  # should be impossible: every term is quoted
                 raise InputError(f"could not search for {text[:60]!r}: {exc}") from exc
         return [(int(r[0]), float(r[1])) for r in rows]
@@ -227,10 +243,15 @@ class Searcher:
         ids: list[int] = []
         if query:
             with self.store.read() as conn, snapshot(conn):
+                tables = [scopeindex.MESSAGES.table(s)
+                          for s in scopeindex.indexed_scopes(conn, scopeindex.MESSAGES, scope_ids)]
+                arms = " UNION ALL ".join(
+                    f"SELECT f.rowid AS id, bm25({t}, 1.0, 0.0) AS score FROM {t} f JOIN messages m ON m.id = f.rowid "
+                    f"WHERE {t} MATCH ? AND m.author_id = ?" for t in tables)
                 ids = [r[0] for r in conn.execute(
-                    "SELECT f.rowid FROM messages_fts f JOIN messages m ON m.id = f.rowid "
-                    "WHERE messages_fts MATCH ? AND m.author_id = ? ORDER BY bm25(messages_fts, 1.0, 0.0, 0.0) "
-                    "LIMIT ?", (self._scopes.match(conn, query, scope_ids, "text"), author_id, int(k))).fetchall()]
+                    f"SELECT id FROM ({arms}) ORDER BY score, id LIMIT ?",
+                    (*(a for _ in tables for a in (f"text: ({query})", author_id)), int(k))).fetchall()] \
+                    if tables else []
         vec = self.vector_or_none(text) if len(ids) < k and self.store.embedder is not None and text.strip() \
             else None
         if vec is not None:
@@ -366,8 +387,11 @@ class Searcher:
         if query is None or not scope_ids:
             return []
         with self.store.read() as conn, snapshot(conn):
-            rows = conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT 2000",
-                                (self._scopes.match(conn, query, scope_ids, "text"),)).fetchall()
+            tables = [scopeindex.MESSAGES.table(s) for s in scopeindex.indexed_scopes(conn, scopeindex.MESSAGES,
+                                                                                         scope_ids)]
+            arms = " UNION ALL ".join(f"SELECT rowid AS id FROM {t} WHERE {t} MATCH ?" for t in tables)
+            rows = conn.execute(f"SELECT id FROM ({arms}) ORDER BY id LIMIT 2000",
+                                [f"text: ({query})"] * len(tables)).fetchall() if tables else []
         found = self.store.messages([r[0] for r in rows])
         needle = " ".join(phrase.casefold().split())
         exact = [m for m in found if needle in " ".join(m.text.casefold().split())]

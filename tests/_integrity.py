@@ -3,8 +3,8 @@
 ``check(path)`` opens the file the way Chorus does (sqlite-vec loaded) and returns
 a report; ``assert_consistent(path)`` fails with a readable message when:
 - ``PRAGMA integrity_check`` is not ``ok``;
-- the FTS5 indexes (``messages_fts``, ``records_fts``) do not hold exactly one row per
-  live message / active record, each under its own scope tag;
+- the per-scope FTS5 indexes (``messages_fts_s<id>``, ``records_fts_s<id>``) do not hold exactly one
+  row per live message / active record of their scope;
 - the vec0 tables (``message_vec``, ``record_vec``) hold a row for anything else than
   an embedded live message / an active record, or under another scope;
 - a platform message is stored twice in a scope.
@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory.db import connect  # noqa: E402
+from memory.store import scopeindex  # noqa: E402
 
 
 @dataclass
@@ -49,17 +50,14 @@ def check(path: str | Path, *, vectors_complete: bool = False) -> Report:
             if (sid, pid) in rep.msg_ids:
                 rep.problems.append(f"message {pid} stored twice in scope {sid}")
             rep.msg_ids[(sid, pid)] = mid
-        fts = [r[0] for r in conn.execute("SELECT rowid FROM messages_fts")]
-        if len(fts) != len(set(fts)) or set(fts) != set(live):
-            extra, missing = sorted(set(fts) - set(live))[:5], sorted(set(live) - set(fts))[:5]
-            rep.problems.append(f"messages_fts has {len(fts)} rows for {len(live)} live messages "
-                                f"(extra {extra}, missing {missing})")
-        for sid in sorted(set(live.values())):
-            tagged = {r[0] for r in conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?",
-                                                 (f"scope_tag:s{sid}",))}
+        # One FTS5 table per scope (memory/store/scopeindex.py): each holds exactly its scope's live messages.
+        for sid in sorted({r[0] for r in conn.execute("SELECT id FROM scopes")}):
+            fts = scopeindex.rowids(conn, scopeindex.MESSAGES, sid)
             want = {m for m, s in live.items() if s == sid}
-            if tagged != want:
-                rep.problems.append(f"messages_fts scope tag s{sid} covers {len(tagged)} rows, scope has {len(want)}")
+            if len(fts) != len(set(fts)) or set(fts) != want:
+                extra, missing = sorted(set(fts) - want)[:5], sorted(want - set(fts))[:5]
+                rep.problems.append(f"messages_fts_s{sid} has {len(fts)} rows for {len(want)} live messages "
+                                    f"(extra {extra}, missing {missing})")
         if _has(conn, "message_vec"):
             vec = {r[0]: r[1] for r in conn.execute("SELECT rowid, scope_id FROM message_vec")}
             embedded = {r[0]: r[1] for r in conn.execute(
@@ -71,14 +69,11 @@ def check(path: str | Path, *, vectors_complete: bool = False) -> Report:
         if _has(conn, "records"):
             active = {r[0]: r[1] for r in conn.execute("SELECT id, scope_id FROM records WHERE status = 'active'")}
             rep.records = len(active)
-            rfts = [r[0] for r in conn.execute("SELECT rowid FROM records_fts")]
-            if len(rfts) != len(set(rfts)) or set(rfts) != set(active):
-                rep.problems.append(f"records_fts has {len(rfts)} rows for {len(active)} active records")
-            for sid in sorted(set(active.values())):
-                tagged = {r[0] for r in conn.execute("SELECT rowid FROM records_fts WHERE records_fts MATCH ?",
-                                                     (f"scope_tag:s{sid}",))}
-                if tagged != {r for r, s in active.items() if s == sid}:
-                    rep.problems.append(f"records_fts scope tag s{sid} does not match the scope's records")
+            for sid in sorted({r[0] for r in conn.execute("SELECT id FROM scopes")}):
+                rfts = scopeindex.rowids(conn, scopeindex.RECORDS, sid)
+                want = {r for r, s in active.items() if s == sid}
+                if len(rfts) != len(set(rfts)) or set(rfts) != want:
+                    rep.problems.append(f"records_fts_s{sid} has {len(rfts)} rows for {len(want)} active records")
             if _has(conn, "record_vec"):
                 rvec = {r[0]: r[1] for r in conn.execute("SELECT rowid, scope_id FROM record_vec")}
                 if any(active.get(r) != s for r, s in rvec.items()):

@@ -188,3 +188,16 @@ def test_discord_history_backfill_through_discord_py(tmp_path, monkeypatch):
             afters = [c[2].get("after") for c in h.api.calls if c[0] == "history"]
             assert afters[0] in (None, "0") and "2100" in afters  # the second run started after the cursor
     asyncio.run(go())
+
+
+def test_since_limits_how_far_back_an_import_stores(path):
+    """`backfill DAYS`: older messages are read past (the cursor still moves) but never stored."""
+    store = Store(path)
+    history = FakeHistory(40)
+    cutoff = T0 + 30 * 30  # messages 30..40 are on or after it
+    result = run(Backfiller(store, page_size=15, since=cutoff).run([history]))
+    assert result.older == 29 and result.imported == 11
+    assert stored_ids(store) == [f"{i:05d}" for i in range(30, 41)]
+    assert "29 older than the limit" in result.summary()
+    assert load_cursor(store, store.scope_id(KEY), "").done
+    store.close()

@@ -472,3 +472,23 @@ def test_commands_in_a_dm_use_the_private_scope(tmp_path, monkeypatch):
             t = await h.command("pause", channel=dm)  # admin commands need a server
             assert "Only workspace admins" in h.text_of((await until(lambda: h.answers(t)))[0])
     run(go())
+
+
+def test_backfill_command_starts_an_import_of_this_channel_for_admins_only(tmp_path, monkeypatch):
+    async def go() -> None:
+        async with Harness(tmp_path, monkeypatch) as h:
+            started: list = []
+
+            async def fake_backfill(guild, **kw):
+                started.append((str(guild.id), kw))
+
+            h.adapter.backfill_guild = fake_backfill  # type: ignore[method-assign]
+            t = await h.command("backfill")  # a plain member
+            assert "Only workspace admins" in h.text_of((await until(lambda: h.answers(t)))[0])
+            t = await h.command("backfill", [opt("days", "30")], perms=ADMIN_PERMS)
+            ans = (await until(lambda: h.answers(t)))[0]
+            assert "Importing the history" in h.text_of(ans) and h.ephemeral(ans)
+            await until(lambda: started)
+            guild, kw = started[0]
+            assert kw["only"] == {str(GENERAL)} and abs(kw["since"] - (time.time() - 30 * 86400)) < 60
+    run(go())

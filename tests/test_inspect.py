@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from bot.inspect import check_store
-from bot.inspect_metadata import HIDDEN_SUFFIXES, TABLES
+from bot.inspect_metadata import HIDDEN_SUFFIXES, describe
 from memory.db import connect, sqlite3
 from memory.errors import StoreError
 from memory.llm.fake import ScriptedLLM
-from memory.records import Records
+from memory.records import NewRecord, Records
 from memory.records_sync import attach
 from memory.store import Store
 from memory.writer.writer import Writer, WriterConfig
@@ -263,15 +263,21 @@ def test_canned_queries_run_on_the_real_schema(server, store_path):
 
 def test_metadata_describes_every_table_and_column(tmp_path, embedder):
     store = Store(tmp_path / "fresh.db", embedder=embedder)
-    Records(store)  # creates the record vector table
+    records = Records(store)  # creates the record vector table
     try:
+        store.ingest([msg(1, "hello there")])
+        with store.write() as conn:  # a record, so the channel's record index exists too
+            records.insert(conn, NewRecord(store.scopes()[0].id, "per_speaker_profile", "fact", "u", "u", "says hello",
+                                           1.0, 1, 1, 1.0, [1], {}), run_id=None, model="m", vector=None)
         with store.read() as conn:
             names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
             shown = [n for n in names if not n.startswith("sqlite_") and not n.endswith(HIDDEN_SUFFIXES)]
+            assert {"messages_fts_s1", "messages_vocab_s1", "records_fts_s1"} <= set(shown)
             for name in shown:
-                assert name in TABLES, f"table {name} has no description in bot/inspect_metadata.py"
+                entry = describe(name)
+                assert entry is not None, f"table {name} has no description in bot/inspect_metadata.py"
                 columns = [r[1] for r in conn.execute(f"PRAGMA table_info([{name}])")]
-                missing = [c for c in columns if c not in TABLES[name][1]]
+                missing = [c for c in columns if c not in entry[1]]
                 assert not missing, f"{name}: columns without a description: {missing}"
     finally:
         store.close()

@@ -302,3 +302,124 @@ def test_commands_through_actions_stay_in_their_scope(fixed_world):
         exported = run_text(acts, inv, "export")
         assert exported.ephemeral and exported.attachment is not None
         assert nonces(exported.attachment.decode()) <= export_allowed(platform, ws)
+
+
+# ---------------------------------------------------------------------- differential: nothing leaks by shape
+# Two stores hold the same visible channel and differ only in channels the asker cannot see (other
+# channels, DMs, another workspace, another platform, all with the same user ids). Every read path
+# the asker can reach must answer byte for byte the same: a reply's wording, kind or order that moved
+# with hidden content would tell the asker something about it ("I don't know anyone called Zelda" vs
+# "this channel's memory doesn't hold that").
+VISIBLE = 0  # slack:T1:C1
+HIDDEN = [1, 2, 3, 4, 5, 6]
+NAMES = ["Alice", "Bob", "Carol", "Zelda", "Priya", "Omar"]
+WORDS = ["falcon", "gryphon", "budget", "offsite", "lisbon", "heron", "salary", "picnic", "deadline", "contract",
+         "leaving", "quiet", "keys", "dinner", "May", "Friday", "2 million", "5000"]
+FILLER = ["the", "is", "for", "we", "in", "on", "said", "about", "keep", "it", "project", "plan"]
+diff_text = st.lists(st.sampled_from(WORDS + NAMES + FILLER), min_size=1, max_size=9).map(" ".join)
+diff_msg = st.tuples(st.integers(0, len(NAMES) - 1), diff_text)
+hidden_msg = st.tuples(st.sampled_from(HIDDEN), diff_msg, st.integers(0, 14))  # (scope, message, position)
+diff_question = st.tuples(st.sampled_from(["ask_who", "ask_what", "ask_free", "mention", "whosaid", "profile",
+                                           "timeline", "status", "bad"]),
+                          st.sampled_from(NAMES), st.sampled_from(WORDS), diff_text)
+
+
+def diff_messages(visible: list, hidden: list, *, linked: bool = False) -> list[Message]:
+    """The visible channel's messages (same ids and times in every store) with hidden ones woven in.
+
+    ``linked``: every third visible message is in slack:T1:C2, which the config links to C1, and no hidden
+    message is there.
+    """
+    out: list[Message] = []
+    hidden = [(1 if linked and s == 2 else s, m, pos) for s, m, pos in hidden]
+    for n, (u, text) in enumerate(visible):
+        for h, (s, (hu, htext), pos) in enumerate(hidden):
+            if pos == n:
+                platform, ws, ch, dm = SCOPES[s]
+                out.append(Message(platform, ws, ch, f"h{h}", f"u{hu}", NAMES[hu], htext, T0 + n * 60 - 30 + h * 0.01,
+                                   is_dm=dm))
+        platform, ws, ch, dm = SCOPES[2 if linked and n % 3 == 2 else VISIBLE]
+        out.append(Message(platform, ws, ch, f"v{n}", f"u{u}", NAMES[u], text, T0 + n * 60, is_dm=dm))
+    for h, (s, (hu, htext), pos) in enumerate(hidden):
+        if pos >= len(visible):
+            platform, ws, ch, dm = SCOPES[s]
+            out.append(Message(platform, ws, ch, f"h{h}", f"u{hu}", NAMES[hu], htext, T0 + pos * 60 + h * 0.01,
+                               is_dm=dm))
+    return out
+
+
+def command_for(kind: str, name: str, word: str, text: str) -> str:
+    return {"ask_who": f"ask what did {name} say?", "ask_what": f"ask what is {word.capitalize()}?",
+            "ask_free": f"ask {name} {text}?", "mention": f"what did {name} say about {word}?",
+            "whosaid": f"whosaid {text}", "profile": f"profile {name}", "timeline": f"timeline {word}",
+            "status": "status", "bad": f"frobnicate {word}"}[kind]
+
+
+def observed(world: World, command: str) -> list:
+    """Everything the asker in the visible channel gets back for ``command``, without store row ids."""
+    platform, ws, ch, dm = SCOPES[VISIBLE]
+    key = ScopeKey(platform, ws, ch)
+    reply = run_text(Actions(world.bot), Invoker(key, "u0", NAMES[0], is_dm=dm), command)
+    cites = [(c.n, c.platform, c.workspace, c.channel, c.msg_id, c.author, c.ts, c.excerpt) for c in reply.citations]
+    data = {k: v for k, v in reply.data.items() if k not in ("records", "chains", "person")}
+    out = [reply.text, cites, reply.ephemeral, json.dumps(data, sort_keys=True, default=str)]
+    if command.startswith("ask "):
+        direct = world.bot.ask(key, command[4:])
+        out += [direct.text, direct.data.get("kind"), direct.data.get("abstained"), direct.data.get("rows")]
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(diff_msg, min_size=2, max_size=12), st.lists(hidden_msg, max_size=14),
+       st.lists(hidden_msg, max_size=14), st.lists(diff_question, min_size=1, max_size=5))
+def test_hidden_scopes_change_nothing_the_asker_sees(visible, hidden_a, hidden_b, questions):
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "a").mkdir()
+        (Path(tmp) / "b").mkdir()
+        a = World(Path(tmp) / "a", diff_messages(visible, hidden_a))
+        b = World(Path(tmp) / "b", diff_messages(visible, hidden_b))
+        try:
+            for kind, name, word, text in questions:
+                command = command_for(kind, name, word, text)
+                assert observed(a, command) == observed(b, command), command
+        finally:
+            a.close()
+            b.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(diff_msg, min_size=3, max_size=12), st.lists(hidden_msg, max_size=14),
+       st.lists(hidden_msg, max_size=14), st.lists(diff_question, min_size=1, max_size=4))
+def test_hidden_scopes_change_nothing_across_linked_scopes(visible, hidden_a, hidden_b, questions):
+    """With C1 and C2 linked, the asker in C1 sees both; what the other scopes hold still changes nothing."""
+    links = [["slack:T1:C1", "slack:T1:C2"]]
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "a").mkdir()
+        (Path(tmp) / "b").mkdir()
+        a = World(Path(tmp) / "a", diff_messages(visible, hidden_a, linked=True), links=links)
+        b = World(Path(tmp) / "b", diff_messages(visible, hidden_b, linked=True), links=links)
+        try:
+            for kind, name, word, text in questions:
+                command = command_for(kind, name, word, text)
+                assert observed(a, command) == observed(b, command), command
+        finally:
+            a.close()
+            b.close()
+
+
+def test_issue_22_probe_names_and_words_of_a_private_channel(tmp_path):
+    """The reported probe: unknown names and words get the same answer whether or not #secret holds them."""
+    public = [(0, "lunch is at noon on the terrace"), (1, "the printer on floor two is fixed")]
+    secret = [(3, (2, "Carol is leaving the company in May, keep it quiet"), 0),
+              (3, (2, "the budget for Project Falcon is 2 million"), 1)]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with_secret = World(tmp_path / "a", diff_messages(public, secret))
+    without = World(tmp_path / "b", diff_messages(public, []))
+    try:
+        for command in ("ask what did Carol say?", "ask what did Zelda say?", "ask what is Falcon?",
+                        "ask what is Gryphon?", "profile Carol", "whosaid Falcon", "timeline Falcon", "status"):
+            assert observed(with_secret, command) == observed(without, command), command
+    finally:
+        with_secret.close()
+        without.close()

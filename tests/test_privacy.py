@@ -115,11 +115,12 @@ def test_forget_me_leaves_nothing_of_the_user_in_any_table_or_file(world):
     assert sorted(calls) == sorted((sid, ALICE) for sid in report.scope_ids)
     assert rows_containing(store, ALICE_WORDS) == []
     with store.read() as conn:
+        fts_tables = [n for n in table_names(store) if n.startswith(("messages_fts_s", "records_fts_s"))
+                      and n.count("_") == 2]
+        assert fts_tables
         for word in ALICE_WORDS:
-            assert conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (word,)).fetchall() == []
-            if "records_fts" in table_names(store):
-                assert conn.execute("SELECT rowid FROM records_fts WHERE records_fts MATCH ?",
-                                    (word,)).fetchall() == []
+            for table in fts_tables:
+                assert conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (word,)).fetchall() == []
         marks = ",".join("?" * len(alice_ids))
         assert conn.execute(f"SELECT count(*) FROM message_vec WHERE rowid IN ({marks})", alice_ids).fetchone()[0] == 0
         assert conn.execute(f"SELECT count(*) FROM messages WHERE id IN ({marks}) AND (text != '' OR author_id != '' "

@@ -68,7 +68,8 @@ def test_questions_to_the_bot_are_never_evidence(demo_bot):
     with bot.store.read() as conn:
         stored = conn.execute("SELECT count(*), min(embedded) FROM messages WHERE bot_traffic = 1 AND scope_id = ?",
                               (sid,)).fetchone()
-        fts = conn.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'chorus'").fetchone()[0]
+        fts = conn.execute(f"SELECT count(*) FROM messages_fts_s{sid} WHERE messages_fts_s{sid} MATCH 'chorus'"
+                           ).fetchone()[0]
     assert stored == (2, 2) and fts == 0  # kept for the record, indexed nowhere
     hits = bot.searcher.search([sid], "where are we having dinner", k=20)
     assert all(not h.message.to_bot for h in hits)

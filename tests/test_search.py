@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from memory import ftsquery
 from memory.models import ScopeKey
 from memory.search import Searcher, rrf
+from memory.store import Store
 from tests.conftest import msg
 
 FTS_SYNTAX = ['"', '""', "NEAR(a b", "NEAR", "*", "-", ":", "a:b", "(", ")", "((", "a AND", "OR OR",
@@ -51,13 +52,13 @@ def test_arbitrary_text_never_breaks_fts(text):
     from memory.db import connect
 
     conn = connect(":memory:")
-    conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, author_name, scope_tag)")
-    conn.execute("INSERT INTO t VALUES ('some text', 'a', 's1')")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, author_name)")  # a scope's table (store/scopeindex.py)
+    conn.execute("INSERT INTO t VALUES ('some text', 'a')")
     if query:
-        conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (ftsquery.scoped(query, [1]),)).fetchall()
+        conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (query,)).fetchall()
     phrase = ftsquery.match_phrase(text)
     if phrase:
-        conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (ftsquery.scoped(phrase, [1], "text"),)).fetchall()
+        conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (f"text: ({phrase})",)).fetchall()
     conn.close()
 
 
@@ -107,10 +108,14 @@ def test_common_terms_left_out_only_when_rarer_ones_exist(store):
     store.ingest([msg(i, f"the weather is nice today number{i}" + (" zeppelin" if i == 7 else ""))
                   for i in range(6000)], embed=False)
     s = Searcher(store)
-    # "weather" is in every message; "zeppelin" in one: only the rare term is searched.
-    assert s.selective_terms("weather zeppelin weathers") == ["zeppelin"]
-    assert s.selective_terms("weather weathering") is None  # nothing rarer: keep the query as typed
     sid = store.scopes()[0].id
+    # "weather" is in every message; "zeppelin" in one: only the rare term is searched.
+    assert s.selective_terms("weather zeppelin weathers", scope_ids=[sid]) == ["zeppelin"]
+    assert s.selective_terms("weather weathering", scope_ids=[sid]) is None  # nothing rarer: keep the query
+    # The shares are of the searched scopes only: a small channel beside the big one prunes nothing.
+    store.ingest([msg(i, f"weather zeppelin {i}", workspace="small") for i in range(3)], embed=False)
+    small = store.scopes()[1].id
+    assert s.selective_terms("weather zeppelin weathers", scope_ids=[small]) is None
     assert s.search([sid], "weather zeppelin", mode="bm25")[0].message.msg_id == "7"
 
 
@@ -133,26 +138,30 @@ def test_vector_mirror_links_parents_and_replies_across_loads(vstore):
     assert scores.rows([10**9]).tolist() == [-1]
 
 
-def test_scope_restriction_by_exclusion_returns_the_same_rows(store):
-    """A big scope is restricted by excluding the small ones (cheaper in FTS5), a small one by
-    naming it; both give only the asking scope's rows, and a scope added later is excluded too."""
-    store.ingest([msg(i, f"the picnic plan number {i}", workspace="big") for i in range(1, 41)])
-    store.ingest([msg(i, f"the picnic plan small {i}", workspace="small") for i in range(1, 4)])
-    s = Searcher(store)
-    big, small = scope(store, "big"), scope(store, "small")
-    with store.read() as conn:
-        assert "NOT scope_tag" in s._scopes.match(conn, '"picnic"', big)
-        assert s._scopes.match(conn, '"picnic"', small).startswith("scope_tag:(")
-    found = store.messages([i for i, _ in s.bm25(big, "picnic plan", 100)])
-    assert len(found) == 40 and all(m.scope_id == big[0] for m in found)
-    assert len(s.bm25(small, "picnic plan", 100)) == 3
-    store.ingest([msg(1, "a picnic plan from a new channel", workspace="late")])  # not in the size cache yet
-    found = store.messages([i for i, _ in s.bm25(big, "picnic plan", 100)])
-    assert len(found) == 40 and all(m.scope_id == big[0] for m in found)
-    assert [m.text for m in s.phrase(big, "plan from a new")] == []
-    assert len(s.bm25(big + scope(store, "late"), "picnic plan", 100)) == 41
-
-
-def test_fts_exclusion_form_quotes_nothing_new():
-    assert ftsquery.excluding('"a"', []) == '{text author_name}: ("a")'
-    assert ftsquery.excluding('"a"', [2, 3], "text") == 'text: ("a") NOT scope_tag:(s2 OR s3)'
+def test_bm25_reads_only_the_searched_scopes(tmp_path):
+    """Each scope has its own FTS5 table: scores, pruning and order in one scope are the same whatever
+    another scope holds, and a scope added later is searched only when named."""
+    stores = []
+    for n, other in enumerate(([], [f"picnic plan picnic {i}" for i in range(30)])):
+        st_ = Store(tmp_path / f"s{n}.db")
+        st_.ingest([msg(i, f"the picnic plan number {i}", workspace="big") for i in range(1, 41)])
+        st_.ingest([msg(i, t, workspace="other") for i, t in enumerate(other, 1)])
+        st_.ingest([msg(i, f"the picnic plan small {i} {'plan ' * (i % 3)}", workspace="big") for i in range(41, 45)])
+        stores.append(st_)
+    results = []
+    for st_ in stores:
+        s = Searcher(st_)
+        big = scope(st_, "big")
+        hits = s.bm25(big, "picnic plan small", 100)
+        found = st_.messages([i for i, _ in hits])
+        assert len(found) == 44 and all(m.scope_id == big[0] for m in found)
+        results.append(([m.msg_id for m in found], [round(score, 12) for _, score in hits]))
+        assert [m.text for m in s.phrase(big, "picnic plan picnic")] == []
+    assert results[0] == results[1]
+    st_ = stores[1]
+    st_.ingest([msg(1, "a picnic plan from a new channel", workspace="late")])
+    s = Searcher(st_)
+    assert len(s.bm25(scope(st_, "big"), "picnic plan", 100)) == 44
+    assert len(s.bm25(scope(st_, "big") + scope(st_, "late"), "picnic plan", 100)) == 45
+    for st_ in stores:
+        st_.close()

@@ -471,3 +471,17 @@ def test_chorus_run_serves_until_sigterm_and_never_logs_a_token(tmp_path, monkey
         assert "slack HTTP mode listening" in caplog.text and "stopped cleanly" in caplog.text
     finally:
         api.close()
+
+
+def test_backfill_command_imports_the_channel_only_when_an_admin_asks(h):
+    """History import is an explicit admin act: `/chorus backfill DAYS` says what it stores, then imports
+    that channel's recent history (older messages skipped) in the background."""
+    h.api.history[GENERAL] = [{"type": "message", "user": "U0ALICE", "text": f"old message {i}",
+                               "ts": f"{int(time.time()) - 86400 * (10 - i)}.000100"} for i in range(1, 6)]
+    h.command("backfill")  # alice is not an admin
+    assert until(lambda: h.responses("Only workspace admins"))
+    assert h.count() == 0
+    h.command("backfill 7", user="U0BOB")
+    reply = until(lambda: h.responses("Importing the history"))[0]
+    assert "older messages are skipped" in reply["text"] and reply["response_type"] == "ephemeral"
+    assert until(lambda: h.count() == 2)  # 9, 8 and 7 days ago are older than the limit

@@ -19,7 +19,8 @@ def test_migrations_from_blank(tmp_path):
     assert ran == [m.key for m in migrate.available()]
     assert migrate.migrate(conn) == []  # already at latest
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    assert {"messages", "messages_fts", "people", "scopes", "_migrations"} <= names
+    assert {"messages", "people", "scopes", "_migrations"} <= names
+    assert not {"messages_fts", "records_fts", "messages_fts_vocab"} & names  # one index per scope since 0008
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
     conn.close()
@@ -35,6 +36,55 @@ def test_failed_migration_rolls_back(tmp_path, monkeypatch):
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert "half_done" not in names
     assert "9999_broken" not in migrate.applied(conn)
+    conn.close()
+
+
+def test_0008_moves_the_shared_index_into_one_table_per_scope(tmp_path):
+    """A store written before 0008 keeps every live message and active record searchable, each in its
+    own scope's table, and the rows of deleted messages and bot traffic stay out."""
+    conn = connect(tmp_path / "old.db")
+    before = [m for m in migrate.available() if m.number < 8]
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    for mig in before:
+        for statement in migrate.split_statements(mig.sql):
+            conn.execute(statement)
+        conn.execute("INSERT INTO _migrations VALUES (?, 0)", (mig.key,))
+    for sid, channel in ((1, "a"), (2, "b")):
+        conn.execute("INSERT INTO scopes(id, platform, workspace, channel, created_at) VALUES (?, 'p', 'w', ?, 0)",
+                     (sid, channel))
+    rows = [(1, 1, "m1", "the picnic is on Friday", 0, 0), (2, 2, "m2", "picnic in the other channel", 0, 0),
+            (3, 1, "m3", "deleted picnic", 1, 0), (4, 1, "m4", "@chorus picnic?", 0, 1)]
+    for mid, sid, msg_id, text, deleted, to_bot in rows:
+        conn.execute("INSERT INTO messages(id, scope_id, msg_id, author_id, author_name, text, ts, session, turn, "
+                     "text_hash, deleted, bot_traffic) VALUES (?,?,?,'u','Ann',?,0,1,1,'',?,?)",
+                     (mid, sid, msg_id, text, deleted, to_bot))
+        if not deleted and not to_bot:
+            conn.execute("INSERT INTO messages_fts(rowid, text, author_name, scope_tag) VALUES (?,?,?,?)",
+                         (mid, text, "Ann", f"s{sid}"))
+    conn.execute("INSERT INTO records(id, scope_id, layer, utype, owner, source, content, ts, session, turn, "
+                 "confidence, chain_id, writer_model, verification, created_at) VALUES (1, 2, 'per_speaker_profile', "
+                 "'fact', 'u', 'u', 'likes picnics', 0, 1, 1, 1.0, 1, 'm', '{}', 0)")
+    conn.execute("INSERT INTO records_fts(rowid, content, scope_tag) VALUES (1, 'likes picnics', 's2')")
+    assert migrate.migrate(conn) == ["0008_scope_indexes"]
+    assert [r[0] for r in conn.execute("SELECT rowid FROM messages_fts_s1 WHERE messages_fts_s1 MATCH 'picnic'")] == [1]
+    assert [r[0] for r in conn.execute("SELECT rowid FROM messages_fts_s2 WHERE messages_fts_s2 MATCH 'picnic'")] == [2]
+    assert [r[0] for r in conn.execute("SELECT rowid FROM records_fts_s2 WHERE records_fts_s2 MATCH 'picnic'")] == [1]
+    assert conn.execute("SELECT doc FROM messages_vocab_s1 WHERE term = 'picnic'").fetchone()[0] == 1
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert not {"messages_fts", "records_fts", "messages_fts_vocab", "records_fts_s1"} & names
+    conn.close()
+
+
+def test_python_migration_failure_rolls_back(tmp_path, monkeypatch):
+    good = migrate.available()
+    bad = migrate.Migration(9998, "py_broken", "def upgrade(conn):\n    conn.execute('CREATE TABLE half (x)')\n"
+                            "    raise ValueError('boom')\n", "py")
+    monkeypatch.setattr(migrate, "available", lambda: [*good, bad])
+    conn = connect(tmp_path / "p.db")
+    with pytest.raises(ValueError, match="boom"):
+        migrate.migrate(conn)
+    assert "half" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert "9998_py_broken" not in migrate.applied(conn)
     conn.close()
 
 
@@ -82,8 +132,10 @@ def test_roster_names_and_aliases(store):
 
 
 def fts_ids(store: Store) -> set[int]:
+    from memory.store import scopeindex
+
     with store.read() as conn:
-        return {r[0] for r in conn.execute("SELECT rowid FROM messages_fts")}
+        return {r for s in store.scopes() for r in scopeindex.rowids(conn, scopeindex.MESSAGES, s.id)}
 
 
 def test_fts_follows_insert_edit_delete(store):

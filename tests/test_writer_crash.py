@@ -13,7 +13,7 @@ import pytest
 from memory.llm.fake import ScriptedLLM
 from memory.records import Records
 from memory.records_sync import attach
-from memory.store import Store
+from memory.store import Store, scopeindex
 from memory.writer.writer import Writer, WriterConfig
 from tests._writer_child import respond
 from tests.conftest import msg
@@ -41,7 +41,7 @@ def state(path: Path) -> tuple[int, list[str], str]:
             wm = conn.execute("SELECT coalesce(max(watermark), 0) FROM writer_state").fetchone()[0]
             contents = [r[0] for r in conn.execute("SELECT content FROM records ORDER BY id")]
             check = conn.execute("PRAGMA integrity_check").fetchone()[0]
-            fts = conn.execute("SELECT count(*) FROM records_fts").fetchone()[0]
+            fts = sum(len(scopeindex.rowids(conn, scopeindex.RECORDS, s.id)) for s in store.scopes())
             assert fts == len(contents)
     finally:
         store.close()

@@ -39,7 +39,7 @@ class SlackAdapter:
     """Wires a Bolt ``App`` to ``Actions``: events and commands in, replies out."""
 
     def __init__(self, actions: Actions, client: WebClient, *, signing_secret: str | None = None,
-                 command: str = "/chorus", ignore_other_bots: bool = True, backfill_on_join: bool = True,
+                 command: str = "/chorus", ignore_other_bots: bool = True, backfill_on_join: bool = False,
                  token_verification: bool = True, executor: Executor | None = None,
                  sleep: Callable[[float], None] = time.sleep, history_interval_s: float = HISTORY_INTERVAL_S) -> None:
         self.actions = actions
@@ -47,6 +47,7 @@ class SlackAdapter:
         self.command = command
         self.ignore_other_bots = ignore_other_bots
         self.backfill_on_join = backfill_on_join
+        actions.history_importers[PLATFORM] = self.import_history  # the admin `backfill` command
         install_retry_handlers(client, sleep)  # 429 (as long as Retry-After says), 5xx, dropped connections
         self.identity = BotIdentity(client)
         self.directory = SlackDirectory(client)
@@ -160,6 +161,7 @@ class SlackAdapter:
 
     def _on_member_joined(self, body: dict, event: dict) -> None:
         team, channel = self._team(body), event.get("channel", "")
+        # Off by default: history is imported when an admin asks (`/chorus backfill`).
         if event.get("user") and event.get("user") == self.bot_user_id and self.backfill_on_join:
             log.info("slack %s/%s: joined; backfilling history", team, channel)
             threading.Thread(target=self._backfill_guarded, args=(team, [(channel, "", False)]),
@@ -224,19 +226,26 @@ class SlackAdapter:
         return self.history.list_channels()
 
     def backfill(self, team: str, channels: list[tuple[str, str, bool]], *,
-                 progress: Any = None, max_pages: int | None = None) -> BackfillResult:
-        """Import the history of channels, oldest first, resuming from each channel's cursor."""
+                 progress: Any = None, max_pages: int | None = None, since: float | None = None) -> BackfillResult:
+        """Import the history of channels, oldest first, resuming from each channel's cursor; messages
+        older than ``since`` are not stored."""
         self.identity.load()
         streams = [SlackHistory(self.history, team, cid, name, is_dm) for cid, name, is_dm in channels]
-        backfiller = Backfiller(self.actions.store, default_opt_in=self.actions.default_opt_in,
+        backfiller = Backfiller(self.actions.store, default_opt_in=self.actions.default_opt_in, since=since,
                                 **({"progress": progress} if progress is not None else {}))
         result = asyncio.run(backfiller.run(streams, max_pages=max_pages))
         log.info("slack backfill of %s: %s", team, result.summary())
         return result
 
-    def _backfill_guarded(self, team: str, channels: list[tuple[str, str, bool]]) -> None:
+    def import_history(self, inv: Invoker, since: float | None) -> None:
+        """Start importing one channel's history in the background (the admin `backfill` command)."""
+        threading.Thread(target=self._backfill_guarded, args=(inv.key.workspace, [(inv.key.channel, inv.channel_name,
+                                                                                   inv.is_dm)], since),
+                         name="chorus-slack-backfill", daemon=True).start()
+
+    def _backfill_guarded(self, team: str, channels: list[tuple[str, str, bool]], since: float | None = None) -> None:
         try:
-            self.backfill(team, channels)
+            self.backfill(team, channels, since=since)
         except Exception:  # a background thread boundary
             log.exception("slack %s: backfill failed", team)
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..db import marks
-from ..ftsquery import match_phrase, scoped
+from ..ftsquery import match_phrase
 from ..groupacts import GroupAct, classify_group_acts
 from ..models import StoredMessage
 from ..query.support import content_stems
 from ..records import GROUP, GROUP_LAYERS, Record, Records
-from ..store import Store, select_messages
+from ..store import Store, scopeindex, select_messages
 from .members import Member
 from .tasks import Handed, volunteers
 
@@ -193,9 +193,13 @@ def _naming(store: Store, scope_ids: Sequence[int], member: Member) -> set[int]:
     phrases = [q for q in (match_phrase(n) for n in [*member.names, member.person_id]) if q]
     if not phrases:
         return set()
-    with store.read() as conn:
-        return {r[0] for r in conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?",
-                                           (scoped(" OR ".join(phrases), list(scope_ids), columns="text"),))}
+    query = "text: (" + " OR ".join(phrases) + ")"
+    out: set[int] = set()
+    with store.read() as conn:  # each scope has its own index (memory/store/scopeindex.py)
+        for sid in scopeindex.indexed_scopes(conn, scopeindex.MESSAGES, scope_ids):
+            table = scopeindex.MESSAGES.table(sid)
+            out |= {r[0] for r in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (query,))}
+    return out
 
 
 def _replies_to(store: Store, scope_ids: Sequence[int], person_id: str, since: float, until: float) -> set[int]:

@@ -29,9 +29,9 @@ from ..catchup.render import render
 from ..datasets.base import Conversation
 from ..datasets.socialmem import load_network
 from ..errors import DatasetError
-from ..ftsquery import match_any, scoped
+from ..ftsquery import match_any
 from ..query.support import check_sentence
-from ..store import Store, select_messages
+from ..store import Store, scopeindex, select_messages
 from .report import markdown_table, mean
 
 SMB_CATEGORIES = {"Q2": "decision", "Q6": "norm", "Q8": "change"}
@@ -149,11 +149,15 @@ def _baseline_bm25(case: Case, n: int) -> set[str]:
     query = match_any(" ".join([BASELINE_QUERY, *case.member.names]))
     if not query or n <= 0:
         return set()
-    with case.store.read() as conn:
-        ids = [r[0] for r in conn.execute(
-            "SELECT f.rowid FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH ? "
-            "AND m.ts > ? AND m.ts <= ? AND m.author_id != ? ORDER BY bm25(messages_fts) LIMIT ?",
-            (scoped(query, case.scope_ids), case.since, case.until, case.member.person_id, n))]
+    found: list[tuple[float, int]] = []
+    with case.store.read() as conn:  # each scope has its own index (memory/store/scopeindex.py)
+        for sid in scopeindex.indexed_scopes(conn, scopeindex.MESSAGES, case.scope_ids):
+            t = scopeindex.MESSAGES.table(sid)
+            found += conn.execute(
+                f"SELECT bm25({t}), f.rowid FROM {t} f JOIN messages m ON m.id = f.rowid WHERE {t} MATCH ? "
+                "AND m.ts > ? AND m.ts <= ? AND m.author_id != ? ORDER BY bm25({t}) LIMIT ?",
+                (query, case.since, case.until, case.member.person_id, n)).fetchall()
+    ids = [i for _, i in sorted(found)[:n]]
     return {m.msg_id for m in case.store.messages(ids)}
 
 

@@ -234,13 +234,8 @@ class Answerer:
 
     def doc_freqs(self, scope_ids: list[int], stems: list[str]) -> tuple[int, dict[str, int]]:
         """The number of messages and each stem's document frequency in the visible scopes."""
-        with self.store.read() as conn:
-            n = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0] or 1
-            if not stems:
-                return n, {}
-            df = dict(conn.execute(f"SELECT term, doc FROM messages_fts_vocab WHERE term IN "
-                                   f"({','.join('?' * len(stems))})", stems).fetchall())
-        return n, {s: int(df.get(s, 0)) for s in stems}
+        stats = self.store.term_stats(scope_ids, stems)
+        return stats.n or 1, {s: int(stats.df.get(s, 0)) for s in stems}
 
     def term_weights(self, scope_ids: list[int], stems: list[str]) -> dict[str, float]:
         """IDF of each stem over the visible scopes' messages (rare words say more about relevance)."""

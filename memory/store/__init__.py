@@ -14,6 +14,7 @@ addressed to the bot are stored but never indexed.
 - ``ingest``: appending messages (sessions, turns, FTS5 rows, roster counts);
 - ``reads`` and ``edits``: reading messages back, editing and deleting them;
 - ``roster``: who has spoken in a scope;
+- ``scopeindex``: one FTS5 table per scope, and the text statistics read over a list of scopes;
 - ``rows``: the dataclasses the store returns, mapped from rows by column name.
 """
 from __future__ import annotations
@@ -25,15 +26,16 @@ from .ingest import MAX_TEXT_CHARS, Ingest
 from .reads import Reads
 from .roster import Roster
 from .rows import MESSAGE_COLUMNS, IngestResult, Person, Scope, select_messages
+from .scopeindex import ScopeStats, TermStats
 from .scopes import Scopes
 
 
-class Store(Ingest, Edits, Roster):
+class Store(Ingest, Edits, Roster, ScopeStats):
     """The Chorus store: one SQLite file in WAL mode, written through one lock."""
 
 
 __all__ = [
     "DEFAULT_IDLE_GAP_S", "MAX_TEXT_CHARS", "MESSAGE_COLUMNS", "Edits", "EmbeddingBacklog", "Ingest",
-    "IngestResult", "Person", "Reads", "Roster", "Scope", "Scopes", "Store", "StoreBase", "embed_text",
-    "explain_db_error", "select_messages", "text_hash",
+    "IngestResult", "Person", "Reads", "Roster", "Scope", "ScopeStats", "Scopes", "Store", "StoreBase", "TermStats",
+    "embed_text", "explain_db_error", "select_messages", "text_hash",
 ]

@@ -128,10 +128,14 @@ class EmbeddingBacklog(StoreBase):
                                  [(seq + n, mid) for n, (mid, _, _) in enumerate(fresh)])
         return len(rows)
 
-    def pending_embeddings(self) -> int:
-        """How many live messages still wait for a vector."""
+    def pending_embeddings(self, scope_ids: Sequence[int] | None = None) -> int:
+        """How many live messages (of ``scope_ids``, or of the whole store) still wait for a vector."""
+        sql, args = "SELECT count(*) FROM messages WHERE embedded = 0 AND deleted = 0", []
+        if scope_ids is not None:
+            sql += f" AND scope_id IN ({marks(scope_ids)})"
+            args = [int(s) for s in scope_ids]
         with self.read() as conn:
-            return conn.execute("SELECT count(*) FROM messages WHERE embedded = 0 AND deleted = 0").fetchone()[0]
+            return conn.execute(sql, args).fetchone()[0]
 
     def reset_vectors(self, embedder: Embedder) -> None:
         """Drop every message and record vector so a different embedding model can re-index the store.

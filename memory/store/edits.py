@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ..db import Connection, chunked, marks
 from ..models import Message, ScopeKey
+from . import scopeindex
 from .backlog import EmbeddingBacklog, embed_text, text_hash
 from .ingest import check_length
 from .reads import Reads
@@ -39,9 +40,9 @@ class Edits(Reads, EmbeddingBacklog):
             vecs = self._vectors_for(conn, [composed], result) if self.vector_dim else None
             conn.execute("UPDATE messages SET text = ?, text_hash = ?, edited_at = ?, embedded = ? WHERE id = ?",
                          (msg.text, text_hash(composed), msg.ts, 1 if vecs is not None else 0, current.id))
-            conn.execute("DELETE FROM messages_fts WHERE rowid = ?", (current.id,))
-            conn.execute("INSERT INTO messages_fts(rowid, text, author_name, scope_tag) VALUES (?,?,?,?)",
-                         (current.id, msg.text, current.author_name, f"s{current.scope_id}"))
+            scopeindex.delete(conn, scopeindex.MESSAGES, [(current.scope_id, current.id)])
+            scopeindex.insert(conn, scopeindex.MESSAGES,
+                              [(current.scope_id, current.id, msg.text, current.author_name)])
             if self.vector_dim:
                 conn.execute("DELETE FROM message_vec WHERE rowid = ?", (current.id,))
             if vecs is not None:
@@ -64,9 +65,10 @@ class Edits(Reads, EmbeddingBacklog):
         n = 0
         for chunk in chunked(ids):
             qs = marks(chunk)
+            scopeindex.delete(conn, scopeindex.MESSAGES, conn.execute(
+                f"SELECT scope_id, id FROM messages WHERE deleted = 0 AND id IN ({qs})", chunk).fetchall())
             n += conn.execute(f"UPDATE messages SET deleted = 1, text = '', author_name = '', text_hash = '', "
                               f"embedded = 0, reply_to = NULL WHERE deleted = 0 AND id IN ({qs})", chunk).rowcount
-            conn.execute(f"DELETE FROM messages_fts WHERE rowid IN ({qs})", chunk)
             if self.vector_dim or self._has_vec(conn):
                 conn.execute(f"DELETE FROM message_vec WHERE rowid IN ({qs})", chunk)
             self._bump_vec_gen(conn, [r[0] for r in conn.execute(

@@ -13,6 +13,7 @@ import numpy as np
 from ..db import Connection, chunked, marks
 from ..errors import InputError
 from ..models import Message, ScopeKey
+from . import scopeindex
 from .backlog import EmbeddingBacklog, embed_text, text_hash
 from .rows import IngestResult
 from .scopes import Scopes
@@ -158,9 +159,8 @@ class Ingest(Scopes, EmbeddingBacklog):
             [(base + n, *r[:12], seq + n - 1 if vectors is not None and not r.to_bot else 0, r.to_bot)
              for n, r in enumerate(rows, 1)])
         # Bot traffic (questions to Chorus) is stored for the record but indexed nowhere: never evidence.
-        conn.executemany("INSERT INTO messages_fts(rowid, text, author_name, scope_tag) VALUES (?,?,?,?)",
-                         [(base + n, r.text, r.author_name, f"s{r.scope_id}") for n, r in enumerate(rows, 1)
-                          if not r.to_bot])
+        scopeindex.insert(conn, scopeindex.MESSAGES, [(r.scope_id, base + n, r.text, r.author_name)
+                                                      for n, r in enumerate(rows, 1) if not r.to_bot])
         if vectors is not None:
             conn.executemany("INSERT INTO message_vec(rowid, scope_id, embedding) VALUES (?,?,?)",
                              [(base + n, r.scope_id, vectors[r.position].tobytes()) for n, r in enumerate(rows, 1)
