@@ -101,6 +101,27 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "from_id": "The older record, or the insight.", "to_id": "The newer record, or the cited fact.",
         "kind": "update or cites.",
     }),
+    "catchup_subscriptions": ("Who asked for a scheduled catch-up digest in which channel (/catchup subscribe).", {
+        "scope_id": "The channel (scopes.id).",
+        "person_id": "The member's platform id.",
+        "display_name": "The member's name when they subscribed.",
+        "created_at": "When they subscribed, Unix seconds (UTC).",
+    }),
+    "catchup_digests": ("One row per scheduled digest for one member of one channel: written as 'sending' before "
+                        "the platform call and 'sent' after it, so a restart never loses or repeats one.", {
+        "id": "Digest number (shown in the digest as 'digest #ID').",
+        "scope_id": "The channel (scopes.id).",
+        "person_id": "The member it is for.",
+        "slot": "The scheduled run it belongs to (one digest per member and run).",
+        "since_ts": "Start of the period it covers, Unix seconds (UTC).",
+        "until_ts": "End of the period it covers, Unix seconds (UTC).",
+        "status": "pending, sending, sent, skipped (nothing new), failed (will retry) or gave_up.",
+        "attempts": "Delivery attempts so far.",
+        "lines": "Lines the digest held.",
+        "last_error": "Why the last attempt failed, if it did.",
+        "created_at": "When the row was written, Unix seconds (UTC).",
+        "updated_at": "When it last changed, Unix seconds (UTC).",
+    }),
     "writer_runs": ("The writer's audit log: one row per window of messages it read, with what the model "
                     "proposed, what was accepted and what was rejected and why.", {
         "id": "Run number.",

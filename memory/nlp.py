@@ -55,6 +55,7 @@ class Parsed:
     entities: tuple[Entity, ...]
     proper_nouns: tuple[str, ...]  # PROPN tokens not inside an entity (names spaCy did not label)
     has_reason: bool  # a causal clause: "because", "since", "so that", "due to"
+    has_place: bool = False  # a locative phrase: "by the river", "at Ana's flat", "to the station"
 
     def kinds(self) -> set[str]:
         return {e.kind for e in self.entities}
@@ -74,6 +75,10 @@ def pipeline() -> Any:
 
 
 _REASON_MARKS = frozenset({"because", "since", "cause", "cos", "coz", "as"})
+# NER tags named places only; a common-noun place ("by the river", "at my flat") is a prepositional phrase
+# whose object is a noun that is no date or time. These are the prepositions of place.
+_PLACE_PREPS = frozenset({"at", "by", "in", "near", "outside", "inside", "to", "from", "behind", "opposite",
+                          "beside", "next"})
 
 
 def _parse_doc(doc: Any) -> Parsed:
@@ -84,7 +89,11 @@ def _parse_doc(doc: Any) -> Parsed:
     reason = any(t.lower_ in _REASON_MARKS and t.dep_ in ("mark", "prep") for t in doc) \
         or any(t.lower_ == "due" and t.i + 1 < len(doc) and doc[t.i + 1].lower_ == "to" for t in doc) \
         or any(t.lower_ == "so" and t.dep_ == "mark" for t in doc)
-    return Parsed(ents, propn, reason)
+    place = any(t.lower_ in _PLACE_PREPS and t.dep_ == "prep" and any(
+        c.dep_ == "pobj" and c.pos_ in ("NOUN", "PROPN") and c.ent_type_ not in ("DATE", "TIME", "CARDINAL",
+                                                                                "MONEY", "QUANTITY", "PERCENT")
+        for c in t.children) for t in doc)
+    return Parsed(ents, propn, reason, place)
 
 
 class _Cache:

@@ -108,6 +108,7 @@ class Question:
     names_found: list[str] = field(default_factory=list)  # the words that named them
     mentioned: list[str] = field(default_factory=list)  # non-member person names the visible chat uses
     unknown: list[str] = field(default_factory=list)  # names (NER) the visible chat never uses
+    unknown_people: list[str] = field(default_factory=list)  # those of them NER takes for people
     kind: str = "thing"  # one of KINDS
     pins: list[Pin] = field(default_factory=list)
     tense: str = "head"  # "head" (current state) or "full" (history)
@@ -271,6 +272,8 @@ def analyse(text: str, roster: Sequence[Person], *, asked_at: float, asker_id: s
             own = [w for w in terms(name) if w not in member_words]
             if own and not any(w in used for w in own):
                 q.unknown.append(name)
+                if any(e.text == name and e.label_ == "PERSON" for e in doc.ents):
+                    q.unknown_people.append(name)
             elif any(e.text == name and e.label_ == "PERSON" for e in doc.ents):
                 q.mentioned.append(name)
     q.kind = _kind(doc, text)

@@ -24,6 +24,7 @@ from ..store import Person, Store
 from ..store.rows import select_messages
 
 POOL = 30  # search hits reranked
+TOPICAL_COSINE = 0.4  # a candidate this close in meaning is on topic even without a topic word
 FOLLOW_ANCHORS = 5  # the top hits whose next turns join the pool
 FOLLOW_TURNS = 2
 
@@ -43,7 +44,7 @@ FEATURES: tuple[str, ...] = (
     "rank", "from_search", "bm25_rank", "dense_rank", "cos", "cos_gap", "cos_prev", "cos_prev2", "cos_next",
     "cos_parent", "cov", "cov_gap", "cov_prev", "cov_next", "n_match", "author_named", "names_named",
     "kind_match", "kind_prev", "first_person", "is_question", "after_question", "log_chars", "pin_match",
-    "recency", "same_session_top", "replies_top", "q_full", "q_stems", "q_named", "q_each",
+    "recency", "same_session_top", "replies_top", "last_on_topic", "later_on_topic", "q_full", "q_stems", "q_named", "q_each",
     *(f"q_{k}" for k in KINDS),
 )
 
@@ -53,7 +54,7 @@ class Candidate:
     message: StoredMessage
     rank: int  # position in the search order (followers get the pool size + 1)
     hit: SearchHit | None
-    prev: list[StoredMessage] = field(default_factory=list)  # the turns just before, nearest first
+    prev: list[StoredMessage] = field(default_factory=list)  # up to three turns just before, nearest first
     next: StoredMessage | None = None
     parent: StoredMessage | None = None
     score: float = 0.0  # the reranker's
@@ -66,6 +67,8 @@ def states_kind(kind: str, parsed: Parsed, text: str, names: People | None = Non
         return bool(labels & _KIND_LABELS["time"]) or bool(_CLOCK.search(text))
     if kind == "reason":
         return parsed.has_reason
+    if kind == "place":
+        return bool(labels & _KIND_LABELS["place"]) or parsed.has_place
     if kind == "person":
         return bool(labels & _KIND_LABELS["person"]) or bool(names and names.named(text))
     wanted = _KIND_LABELS.get(kind)
@@ -91,21 +94,21 @@ def gather(store: Store, hits: Sequence[SearchHit], *, exclude: frozenset[int] =
             cands[m.id] = Candidate(m, r, h)
     windows: dict[int, list[StoredMessage]] = {}
     for c in list(cands.values()):
-        windows[c.message.id] = store.neighbours(c.message, before=2, after=FOLLOW_TURNS)
+        windows[c.message.id] = store.neighbours(c.message, before=3, after=FOLLOW_TURNS)
     anchors = [c for c in cands.values()][:FOLLOW_ANCHORS]
     for a in anchors:
         for m in windows[a.message.id]:
             if m.turn > a.message.turn and m.id not in cands and m.id not in exclude and not m.to_bot:
                 cands[m.id] = Candidate(m, POOL + 1, None)
-                windows[m.id] = store.neighbours(m, before=2, after=1)
+                windows[m.id] = store.neighbours(m, before=3, after=1)
     for m in extra:
         if m.id not in cands and m.id not in exclude and not m.to_bot:
             cands[m.id] = Candidate(m, POOL + 1, None)
-            windows[m.id] = store.neighbours(m, before=2, after=1)
+            windows[m.id] = store.neighbours(m, before=3, after=1)
     parents = _parents(store, [c.message for c in cands.values()])
     for c in cands.values():
         around = [m for m in windows.get(c.message.id, []) if m.id not in exclude and not m.to_bot]
-        c.prev = sorted((m for m in around if m.turn < c.message.turn), key=lambda m: -m.turn)[:2]
+        c.prev = sorted((m for m in around if m.turn < c.message.turn), key=lambda m: -m.turn)[:3]
         c.next = next((m for m in sorted(around, key=lambda m: m.turn) if m.turn > c.message.turn), None)
         p = parents.get((c.message.scope_id, c.message.reply_to or ""))
         c.parent = p if p is not None and p.id not in exclude else None
@@ -138,9 +141,19 @@ def features(q: Question, cands: Sequence[Candidate], roster: Sequence[Person], 
     cos = [sims.get(c.message.id, 0.0) for c in cands]
     covs = [coverage(stems, weights, set(content_stems(c.message.text))) for c in cands]
     max_cos, max_cov = max(cos), max(covs)
+    # Where a candidate stands in its discussion: the last on-topic message of a session often settles what
+    # the earlier ones raised ("we need to pick a place" ... "Decision: pizza by the river").
+    topical = [cv > 0 or cs >= TOPICAL_COSINE for cs, cv in zip(cos, covs)]
+    later: dict[int, int] = {}
+    for c, t in zip(cands, topical):
+        if t:
+            for d, u in zip(cands, topical):
+                if u and d.message.session == c.message.session and d.message.scope_id == c.message.scope_id \
+                        and d.message.ts > c.message.ts:
+                    later[c.message.id] = later.get(c.message.id, 0) + 1
     kind_flags = [1.0 if q.kind == k else 0.0 for k in KINDS]
     rows = []
-    for c, cs, cv in zip(cands, cos, covs):
+    for c, cs, cv, t in zip(cands, cos, covs, topical):
         m = c.message
         have = set(content_stems(m.text))
         prev_text = " ".join(p.text for p in c.prev[:1])
@@ -171,6 +184,7 @@ def features(q: Question, cands: Sequence[Candidate], roster: Sequence[Person], 
             times.index(m.ts) / max(1, len(times) - 1),
             1.0 if m.session == top.session and m.scope_id == top.scope_id else 0.0,
             1.0 if m.reply_to and m.reply_to == top.msg_id or top.reply_to and top.reply_to == m.msg_id else 0.0,
+            1.0 if t and later.get(m.id, 0) == 0 else 0.0, math.log1p(later.get(m.id, 0)),
             1.0 if q.tense == "full" else 0.0, float(len(stems)), float(len(q.named)),
             1.0 if q.wants_members else 0.0,
             *kind_flags,

@@ -77,6 +77,7 @@ class Ranking:
     order: list[int]  # candidate indices, best first
     p_answer: float
     answer: bool
+    question_stems: list[str] = field(default_factory=list)
 
     def best(self, n: int) -> list[StoredMessage]:
         return [self.cands[i].message for i in self.order[:n]]
@@ -87,9 +88,20 @@ class Ranking:
         x = self.x[i]
         if x[_F["cov"]] >= MEMBER_COVERAGE or x[_F["cos"]] >= MEMBER_COSINE:
             return True
+        c = self.cands[i]
+        wanted = set(self.question_stems)
+        # An answer to an on-topic question another member asked a turn or two before ("should we get a cat?").
+        for p in c.prev:
+            if "?" in p.text and p.author_id != c.message.author_id and wanted & set(content_stems(p.text)):
+                return True
         after_topic = x[_F["cov_prev"]] >= MEMBER_COVERAGE or x[_F["cos_prev"]] >= MEMBER_COSINE
-        short = len(self.cands[i].message.text) <= SHORT_REPLY_CHARS
-        return bool(after_topic and (short or x[_F["after_question"]] > 0))
+        if not after_topic:
+            return False
+        prev = c.prev[0]
+        # It answers the message before it, or is a short reply that shares its words or replies to it.
+        linked = bool(set(content_stems(c.message.text)) & set(content_stems(prev.text))) \
+            or c.message.reply_to == prev.msg_id
+        return bool(x[_F["after_question"]] > 0 or len(c.message.text) <= SHORT_REPLY_CHARS and linked)
 
 
 def quote_of(text: str, question_stems: Sequence[str], limit: int = QUOTE_CHARS) -> str:
@@ -135,7 +147,7 @@ class ReplyBuilder:
         if not has_messages:
             return ReplyDraft(EMPTY_CHANNEL if not members else DECLINE, [], True,
                               "empty" if not members else "decline")
-        strangers = [n for n in q.unknown if n not in q.mentioned]
+        strangers = q.unknown_people
         if strangers and not q.named:
             return ReplyDraft(f"Nobody in this channel has mentioned {' or '.join(strangers[:3])}, so I can't "
                               "answer that.", [], True, "unknown-name")
