@@ -145,7 +145,7 @@ def profile_reply(store: Store, records: Records, scope_ids: list[int], roster: 
     lines: list[str] = []
     if full:
         lines.append(f"What I remember about {name}:")
-        lines += [rec_line(r) for r in by_self[-MAX_LINES:]] or [f"- nothing {name} said about themself"]
+        lines += [rec_line(r) for r in by_self[-MAX_LINES:]] or [f"(no record of what {name} said about themself)"]
         if by_others:
             lines.append("What others said about them:")
             lines += [rec_line(r, show_speaker=True) for r in by_others[-MAX_LINES:]]
