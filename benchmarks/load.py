@@ -41,6 +41,19 @@ log = logging.getLogger(__name__)
 PLATFORM, WORKSPACE = "load", "w1"
 
 
+def scripted_writer(model_seconds: float = 0.0):
+    """The scripted writer model, taking ``model_seconds`` per window as a fast real model would.
+
+    The wait releases the GIL like a llama.cpp call, so the figures show the writer's own work
+    beside a model of known speed: with 0 s, a window's time is all the writer's.
+    """
+    def respond(prompt: str) -> str:
+        if model_seconds > 0:
+            time.sleep(model_seconds)
+        return propose_all(prompt)
+    return respond
+
+
 def propose_all(prompt: str) -> str:
     """The scripted writer model: one grounded ADD per message of the window (at most 8)."""
     actions = []
@@ -270,7 +283,8 @@ def write_plot(path: Path, data: dict[str, Any]) -> Path:
 
 def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, channels: int = 8,
              no_model: bool = False, ask_every: float = 5.0, drain_s: float = 120.0, store_path: str | None = None,
-             progress: bool = True, wait_embeddings: bool = True, embedder: Any = None) -> dict[str, Any]:
+             progress: bool = True, wait_embeddings: bool = True, embedder: Any = None,
+             writer_model_s: float = 0.0) -> dict[str, Any]:
     """Run the load and return the report (see the module docstring)."""
     from bot.actions import Actions
     from bot.app import Bot, load_embedder_from, load_llm_from, persona_of, writer_config
@@ -291,7 +305,7 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
     bot = Bot(settings, store=store, llm=llm, load_models=False)
     actions = Actions(bot)
     if no_model:
-        writer_llm: Any = ScriptedLLM([propose_all] * 1000, name="scripted-writer")
+        writer_llm: Any = ScriptedLLM([scripted_writer(writer_model_s)] * 1000, name="scripted-writer")
         writer = Writer(store, writer_llm, records=bot.records, config=writer_config(settings))
     else:
         writer_llm = llm
@@ -336,6 +350,11 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
                                            or (wait_embeddings and store.pending_embeddings())):
         time.sleep(0.2)
     drained_s = run.now() - posting_s
+    # The writer has caught up when only partial windows are left (they wait for the session's idle gap).
+    partial = channels * settings.writer.window_messages
+    while time.monotonic() < deadline and _writer_lag(store)[0] > partial:
+        time.sleep(0.2)
+    caught_up_s = run.now() - posting_s if _writer_lag(store)[0] <= partial else None
     stop_all.set()
     for t in background:
         t.join(timeout=120)
@@ -364,7 +383,11 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
         "ingest_latency": _pct(ingest),
         "answer_latency": _pct([a[1] for a in answers]),
         "writer": {"windows": len(windows), "records": records, "window_latency": _pct([w[1] for w in windows]),
-                   "messages_written": sum(w[2] for w in windows),
+                   "messages_written": sum(w[2] for w in windows), "model_seconds_per_window": writer_model_s,
+                   "busy_seconds": round(sum(w[1] for w in windows), 1),
+                   "messages_per_busy_second": round(sum(w[2] for w in windows) / sum(w[1] for w in windows), 1)
+                   if windows else 0.0,
+                   "caught_up_after_posting_s": None if caught_up_s is None else round(caught_up_s, 1),
                    "max_pending": max((s["writer_pending"] for s in samples), default=0),
                    "max_oldest_s": max((s["writer_oldest_s"] for s in samples), default=0.0),
                    "final_pending": lag_pending, "final_oldest_s": round(lag_age, 1)},
@@ -385,7 +408,8 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
 
 def main(args: argparse.Namespace, settings: Any) -> int:
     data = run_load(settings, rate=float(args.rate), seconds=float(args.seconds), channels=int(args.channels),
-                    no_model=bool(getattr(args, "no_model", False)), ask_every=float(getattr(args, "ask_every", 5.0)))
+                    no_model=bool(getattr(args, "no_model", False)), ask_every=float(getattr(args, "ask_every", 5.0)),
+                    writer_model_s=float(getattr(args, "writer_model_seconds", 0.0) or 0.0))
     out = Path(args.out)
     path = save(out, "load", data)
     try:
@@ -397,8 +421,14 @@ def main(args: argparse.Namespace, settings: Any) -> int:
           f"stored {r['stored']}; lost {r['lost']}; duplicated {r['duplicates']}; integrity {r['integrity']}")
     print(f"ingest p50 {il.get('p50_ms')} ms, p95 {il.get('p95_ms')} ms, p99 {il.get('p99_ms')} ms; "
           f"answers {al.get('n', 0)}: p50 {al.get('p50_ms')} ms, p95 {al.get('p95_ms')} ms")
-    print(f"writer: {w['windows']} windows, {w['records']} records, max lag {w['max_pending']} messages "
-          f"(oldest {w['max_oldest_s']:.0f} s); embedding backlog max {data['embedding']['max_backlog']}; "
-          f"peak RSS {data['memory']['peak_rss_mib']} MiB")
+    wl = w["window_latency"]
+    caught = w["caught_up_after_posting_s"]
+    print(f"writer: {w['windows']} windows ({w['messages_written']} messages), window p50 {wl.get('p50_ms')} ms, "
+          f"p95 {wl.get('p95_ms')} ms, max {wl.get('max_ms')} ms (model {w['model_seconds_per_window']:g} s each); "
+          f"{w['messages_per_busy_second']} messages per writer-busy second; {w['records']} records")
+    print(f"writer lag: max {w['max_pending']} messages (oldest {w['max_oldest_s']:.0f} s), {w['final_pending']} at "
+          f"the end; " + (f"caught up {caught} s after posting stopped" if caught is not None
+                          else "not caught up within the drain time") +
+          f"; embedding backlog max {data['embedding']['max_backlog']}; peak RSS {data['memory']['peak_rss_mib']} MiB")
     print(f"written to {path} {plot_note}")
     return 0 if r["lost"] == 0 and r["duplicates"] == 0 else 1

@@ -17,7 +17,7 @@ from memory.llm.base import LLM, Completion, Options
 from memory.models import Message, ScopeKey, clean_text
 from memory.query.answer import Answerer, PersonaVoice
 from memory.query.compose import Budgets
-from memory.records import GROUP, PERSON_LAYERS, Records
+from memory.records import GROUP, Records
 from memory.records_sync import attach
 from memory.search import Searcher
 from memory.store import Store
@@ -28,6 +28,7 @@ from memory.writer.writer import Writer, WriterConfig
 
 from .config import Settings
 from .ingest_queue import IngestQueue
+from .memory_views import profile_reply, timeline_reply
 from .replies import Citation, Reply, cut_for_chat
 from .status import read_status
 
@@ -281,46 +282,22 @@ class Bot:
                         decline_below=None if a.decline_below == "trained" else float(a.decline_below), reader=reader)
 
     def profile(self, key: ScopeKey, person: str) -> Reply:
-        """A person's current core and profile records, and what others said about them."""
+        """A person's current records, what others said about them and the group records they voiced, cited
+        (their messages, marked as such, until the writer has written records; bot/memory_views.py)."""
         scope_ids = self.scope_ids(key)
         roster = [p for sid in scope_ids for p in self.store.roster(sid)]
         pid = RosterIndex(roster).resolve(person.lstrip("@"))
         if pid is None or pid == GROUP:
             return Reply(f"I don't know anyone called {person.strip()[:60]!r} in this channel.")
-        name = next(p.display_name for p in roster if p.person_id == pid)
-        own = self.records.heads(scope_ids, owners=[pid], layers=list(PERSON_LAYERS))
-        by_self = [r for r in own if r.source == pid]
-        by_others = [r for r in own if r.source != pid]
-        names = {p.person_id: p.display_name for p in roster}
-        lines = [f"What I remember about {name}:"]
-        lines += [f"- {r.content} ({stamp(r.ts)[:10]})" for r in by_self[:15]] or ["- (no records yet)"]
-        if by_others:
-            lines.append("What others said about them:")
-            lines += [f"- {names.get(r.source, r.source)}: {r.content} ({stamp(r.ts)[:10]})" for r in by_others[:10]]
-        data = {"person": pid, "records": [r.id for r in own]}
-        return Reply(cut_for_chat("\n".join(lines), self.settings.answer.max_chars), data=data)
+        return profile_reply(self.store, self.records, scope_ids, roster, pid, self.settings.answer.max_chars)
 
     def timeline(self, key: ScopeKey, topic: str) -> Reply:
-        """How a topic evolved: update chains, group decisions first."""
+        """How a topic evolved: its records' update chains in time order, else the messages about it, cited."""
         topic = clean_text(topic)
         scope_ids = self.scope_ids(key)
-        found = self.records.search(scope_ids, topic, limit=12, heads_only=False)
-        if not found:
-            return Reply(f"I have no memory records about {topic.strip()[:60]!r} yet.")
-        chains: dict[int, list] = {}
-        for rec, _ in found:
-            if rec.chain_id not in chains:
-                chains[rec.chain_id] = [r for r in self.records.chain(rec.id) if r.status == "active"]
         names = {p.person_id: p.display_name for sid in scope_ids for p in self.store.roster(sid)}
-        ordered = sorted(chains.values(), key=lambda c: (c[-1].owner != GROUP, c[-1].utype != "decision", c[0].ts))
-        lines = [f"Timeline for {topic.strip()[:60]}:"]
-        for chain in ordered:
-            who = "GROUP" if chain[-1].owner == GROUP else names.get(chain[-1].owner, chain[-1].owner)
-            for n, r in enumerate(chain):
-                mark = "now" if n == len(chain) - 1 else "was"
-                lines.append(f"- {stamp(r.ts)[:10]} {who} ({mark}): {r.content}")
-        return Reply(cut_for_chat("\n".join(lines), self.settings.answer.max_chars),
-                     data={"chains": [[r.id for r in c] for c in ordered]})
+        return timeline_reply(self.store, self.searcher, self.records, scope_ids, topic, names,
+                              self.settings.answer.max_chars)
 
     def whosaid(self, key: ScopeKey, phrase: str) -> Reply:
         phrase = clean_text(phrase)

@@ -91,6 +91,8 @@ BENCH: tuple[CliCommand, ...] = (  # run by their parent's handler: the benchmar
         Arg("--channels", type=int, default=8),
         Arg("--ask-every", "seconds between questions", type=float, default=5.0),
         Arg("--no-model", "answer from evidence; write with a scripted model", type=bool),
+        Arg("--writer-model-seconds", "with --no-model: seconds the scripted writer model takes per window",
+            type=float, default=0.0),
         BENCH_OUT)),
     Command("writer", "writer messages/min and tokens/s vs raw llama.cpp on the same model", args=(
         Arg("--windows", type=int, default=3), BENCH_OUT)),

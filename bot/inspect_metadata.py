@@ -219,24 +219,45 @@ _RECORD_JOINS = ("FROM records r JOIN scopes s ON s.id = r.scope_id "
                  "LEFT JOIN people po ON po.scope_id = r.scope_id AND po.person_id = r.owner "
                  "LEFT JOIN people ps ON ps.scope_id = r.scope_id AND ps.person_id = r.source ")
 _SCOPE_FILTER = "(:scope = '' OR " + _SCOPE + " = :scope OR s.channel = :scope OR s.name = :scope)"
+_IS_OWNER = "(lower(r.owner) = lower(:person) OR lower(po.display_name) = lower(:person))"
+_IS_SOURCE = "(lower(r.source) = lower(:person) OR lower(ps.display_name) = lower(:person))"
+# Why a record is on a person's page: about them in their own words, about them in someone else's, a group
+# record they voiced, or their words about someone else (the owner column names whom).
+_WHY = ("CASE WHEN " + _IS_OWNER + " AND " + _IS_SOURCE + " THEN 'about them' "
+        "WHEN " + _IS_OWNER + " THEN 'about them, said by ' || coalesce(ps.display_name, r.source) "
+        "WHEN r.owner = 'GROUP' THEN 'voiced by them' "
+        "ELSE 'said by them about ' || coalesce(po.display_name, r.owner) END")
+_WHY_RANK = ("CASE WHEN " + _IS_OWNER + " AND " + _IS_SOURCE + " THEN 0 WHEN " + _IS_OWNER + " THEN 1 "
+             "WHEN r.owner = 'GROUP' THEN 2 ELSE 3 END")
 
 QUERIES: dict[str, dict[str, str]] = {
     "person": {
         "title": "What the bot remembers about a person",
-        "description": "Records about a person (owner) and group records they voiced (source), current versions "
-                       "first, each beside the messages it rests on. Person: a display name or id. Scope: "
-                       "empty for every channel, or platform:workspace:channel, a channel id or name.",
-        "sql": ("SELECT r.id AS record, " + _STATE + " AS state, "
-                "CASE WHEN lower(r.owner) = lower(:person) OR lower(po.display_name) = lower(:person) "
-                "THEN 'about them' ELSE 'voiced by them' END AS why, r.content, " + _SOURCES + " AS source_messages, "
-                "r.layer, r.utype, coalesce(po.display_name, r.owner) AS owner, "
+        "description": "Records about a person (owner), what they said about others, and group records they "
+                       "voiced (source), current versions first, each beside the messages it rests on; then their "
+                       "messages the writer has not read yet (before the writer runs, that is all there is). "
+                       "Person: a display name or id. Scope: empty for every channel, or "
+                       "platform:workspace:channel, a channel id or name.",
+        "sql": ("SELECT record, state, why, content, source_messages, layer, utype, owner, source, said_at, scope "
+                "FROM (SELECT r.id AS record, " + _STATE + " AS state, " + _WHY + " AS why, r.content, "
+                + _SOURCES + " AS source_messages, r.layer, r.utype, coalesce(po.display_name, r.owner) AS owner, "
                 "coalesce(ps.display_name, r.source) AS source, datetime(r.ts, 'unixepoch') AS said_at, "
-                + _SCOPE + " AS scope "
+                + _SCOPE + " AS scope, (r.status = 'active' AND r.superseded_by IS NULL) AS is_current, "
+                + _WHY_RANK + " AS why_rank, r.ts AS ts, r.id AS n "
                 + _RECORD_JOINS +
-                "WHERE " + _SCOPE_FILTER + " AND (lower(r.owner) = lower(:person) "
-                "OR lower(po.display_name) = lower(:person) OR lower(r.source) = lower(:person) "
-                "OR lower(ps.display_name) = lower(:person)) "
-                "ORDER BY (r.status = 'active' AND r.superseded_by IS NULL) DESC, why, r.layer, r.ts, r.id"),
+                "WHERE " + _SCOPE_FILTER + " AND (" + _IS_OWNER + " OR " + _IS_SOURCE + ") "
+                "UNION ALL "
+                "SELECT NULL, 'not yet read by the writer', 'their message', m.text, "
+                "json_array(json_object('id', m.id, 'author', m.author_name, 'at', datetime(m.ts, 'unixepoch'), "
+                "'text', m.text, 'deleted', m.deleted)), NULL, NULL, NULL, m.author_name, "
+                "datetime(m.ts, 'unixepoch'), " + _SCOPE + ", 0, 9, m.ts, m.id "
+                "FROM messages m JOIN scopes s ON s.id = m.scope_id "
+                "LEFT JOIN writer_state ws ON ws.scope_id = m.scope_id "
+                "LEFT JOIN people pm ON pm.scope_id = m.scope_id AND pm.person_id = m.author_id "
+                "WHERE " + _SCOPE_FILTER + " AND m.deleted = 0 AND m.bot_traffic = 0 "
+                "AND m.id > coalesce(ws.watermark, 0) AND (lower(m.author_id) = lower(:person) "
+                "OR lower(pm.display_name) = lower(:person))) "
+                "ORDER BY is_current DESC, why_rank, layer, ts, n LIMIT 1000"),
     },
     "record_chain": {
         "title": "A record's update chain",

@@ -24,7 +24,7 @@ from ..records import (
 from ..store import Person
 from .attribution import check_filing
 from .cues import People
-from .grounding import contained, ground, near_duplicate, steering_reason
+from .grounding import DuplicateIndex, contained, ground, near_duplicate, steering_reason
 from .schema import MAX_CONTENT_CHARS, Add, Noop, validate_action  # noqa: F401  (MAX_CONTENT_CHARS re-exported)
 
 
@@ -113,12 +113,13 @@ def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: Roste
     texts = [m.text for m in window]
     steering = [steering_reason(t) for t in texts]
     accepted_texts: list[tuple[str, str, str, list[int]]] = []  # (owner, layer, content, messages) so far
+    current = DuplicateIndex((h.id, h.content) for h in heads.values())  # built once, not once per action
     updated: set[int] = set()
     for n, action in enumerate(actions):
         if n >= limit:
             verdict.rejected.append(Rejection(action, f"over the limit of {limit} actions for {len(window)} messages"))
             continue
-        reason, rec = _check(action, window, texts, steering, roster, heads, threshold, scope_id)
+        reason, rec = _check(action, window, texts, steering, roster, heads, current, threshold, scope_id)
         if rec is None and reason == "noop":
             verdict.noops += 1
             continue
@@ -142,7 +143,7 @@ def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: Roste
 
 
 def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steering: list[str | None],
-           roster: RosterIndex, heads: dict[int, Record], threshold: float,
+           roster: RosterIndex, heads: dict[int, Record], current: DuplicateIndex, threshold: float,
            scope_id: int) -> tuple[str | None, NewRecord | None]:
     model, why = validate_action(action)
     if model is None:
@@ -210,9 +211,9 @@ def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steer
         if filing.reason:
             return filing.reason, None
         owner, layer, corrections = filing.owner, filing.layer, filing.corrections
-    for h in heads.values():
-        if h.id != (target.id if target else None) and near_duplicate(h.content, content):
-            return f"duplicates the current record E{h.id}", None
+    dup_of = current.first(content, skip=target.id if target else None)
+    if dup_of is not None:
+        return f"duplicates the current record E{dup_of}", None
     verification = {"grounding": round(g.score, 3), "message": msg.msg_id, "matched_words": g.matched,
                     "content_words": g.total, "op": op}
     if corrections:
