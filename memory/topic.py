@@ -6,7 +6,7 @@ messages the writer has not reached yet listed after them.
 
 A text is about the topic when it shares one of the topic's content words (stemmed, as grounding
 compares words) or when its MiniLM cosine to the topic is above the floor at which the replies
-treat cosines as saying nothing (``memory.query.reply.DENSE_FLOOR``, chosen leave-one-dataset-out).
+treat as on topic (``memory.query.candidates.TOPICAL_COSINE``, the reply's own on-topic test).
 Search alone always returns its nearest neighbours, related or not; this is the bar that keeps
 "/timeline spaceship" from listing the dinner plans.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .models import StoredMessage
-from .query.reply import DENSE_FLOOR
+from .query.candidates import TOPICAL_COSINE
 from .records import INSIGHT_LAYER, Record, Records
 from .search import Searcher
 from .store import Store
@@ -48,7 +48,7 @@ def about(store: Store, topic: str, texts: Sequence[str]) -> list[bool]:
         vecs = embedder.embed([topic] + [texts[i] for i in rest])
         sims = np.asarray(vecs[1:], dtype=np.float32) @ np.asarray(vecs[0], dtype=np.float32)
         for i, sim in zip(rest, sims):
-            out[i] = float(sim) > DENSE_FLOOR
+            out[i] = float(sim) >= TOPICAL_COSINE
     return out
 
 

@@ -48,7 +48,7 @@ class Example:
 
 
 def _key(dataset: str, data: str | Path | None, limit: int | None) -> str:
-    raw = f"{dataset}|{data}|{limit}|{','.join(FEATURES)}|v3"
+    raw = f"{dataset}|{data}|{limit}|{','.join(FEATURES)}|v4"
     return hashlib.sha1(raw.encode()).hexdigest()[:12]
 
 

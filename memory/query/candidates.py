@@ -44,7 +44,8 @@ FEATURES: tuple[str, ...] = (
     "rank", "from_search", "bm25_rank", "dense_rank", "cos", "cos_gap", "cos_prev", "cos_prev2", "cos_next",
     "cos_parent", "cov", "cov_gap", "cov_prev", "cov_next", "n_match", "author_named", "names_named",
     "kind_match", "kind_prev", "first_person", "is_question", "after_question", "log_chars", "pin_match",
-    "recency", "same_session_top", "replies_top", "last_on_topic", "later_on_topic", "q_full", "q_stems", "q_named", "q_each",
+    "recency", "same_session_top", "replies_top", "last_on_topic", "later_on_topic", "q_full", "q_stems",
+    "q_named", "q_each",
     *(f"q_{k}" for k in KINDS),
 )
 
