@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ftsquery import stem
+from ..groupacts import classify_group_acts
 from ..llm.base import INTERACTIVE, LLM
 from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
 from ..llm.prompts_chat import answer_messages
@@ -29,8 +30,9 @@ from ..models import StoredMessage
 from ..question import Question, analyse, content_stems
 from ..records import GROUP, GROUP_LAYERS, Records
 from ..search import Searcher
-from ..store import Person, Store
+from ..store import Person, Store, select_messages
 from ..timefmt import stamp
+from ..topic import watermarks
 from .candidates import FEATURES, Candidate, features, gather
 from .compose import Budgets, Composer, EvidencePack
 from .rank_model import Decline, Reranker, decline_features, shipped
@@ -47,6 +49,8 @@ ABSTAIN = DECLINE
 Policy = Literal["evidence", "model"]
 _CITE = re.compile(r"\[(\d{1,3})\]")
 GROUP_QUOTES = 3
+ACT_ORDER = ("decision", "norm", "change", "plan")  # what "what did we decide?" shows first; tasks are not asked
+UNREAD_ACTS = 200  # the newest messages past the writer's watermark that "what did we decide?" reads itself
 # Below this cosine to every candidate, a question none of whose words the chat uses is off topic. On the
 # dev sets it declines no more than 1.3% of answerable questions (FriendsQA 0.3%, SocialMemBench 1.3%,
 # LoCoMo 0%); chosen on SocialMemBench and FriendsQA.
@@ -224,14 +228,30 @@ class Answerer:
     def group_messages(self, scope_ids: list[int], exclude: frozenset[int] = frozenset()) -> list[StoredMessage]:
         """The messages the group's current decisions, plans and rules rest on, newest first.
 
-        Only GROUP records qualify, and the gate files one only on a message that speaks for the group, so
-        each quoted message is the checked provenance of a group record, not a search guess.
+        The writer's GROUP records give them where it has read the chat (the gate files one only on a
+        message that speaks for the group); past its watermark, the group-act classifier
+        (memory/groupacts.py) picks them from the messages themselves, so the answer does not wait for
+        the writer.
         """
         records = self.composer.records
         heads = records.heads(scope_ids, owners=[GROUP], layers=list(GROUP_LAYERS))
         ids = {mid for r in records.get([h.id for h in heads], with_sources=True) for mid in r.sources}
         msgs = [m for m in self.store.messages(sorted(ids)) if m.id not in exclude and not m.to_bot]
-        return sorted(msgs, key=lambda m: (m.ts, m.id), reverse=True)[:GROUP_QUOTES]
+        rank = {m.id: 0 for m in msgs}  # what the writer filed comes first
+        unread: list[StoredMessage] = []
+        with self.store.read() as conn:
+            for sid, mark in watermarks(self.store, scope_ids).items():
+                unread += select_messages(conn, "WHERE m.scope_id = ? AND m.id > ? AND m.deleted = 0 AND "
+                                          "m.bot_traffic = 0 ORDER BY m.id DESC LIMIT ?", (sid, mark, UNREAD_ACTS))
+        unread = [m for m in reversed(unread) if m.id not in exclude]
+        acts = classify_group_acts(unread) if unread else []
+        for m, act in zip(unread, acts):
+            if act is not None and act.kind in ACT_ORDER and m.id not in rank:
+                msgs.append(m)
+                rank[m.id] = 1 + ACT_ORDER.index(act.kind)
+        # Decisions and rules before plans and changes, newest first within each; shown newest first.
+        chosen = sorted(msgs, key=lambda m: (rank[m.id], -m.ts, -m.id))[:GROUP_QUOTES]
+        return sorted(chosen, key=lambda m: (m.ts, m.id), reverse=True)
 
     def similarities(self, scope_ids: list[int], text: str, ids: list[int]) -> dict[int, float]:
         """Cosine of the question to each candidate's vector (none when the embedder is unavailable)."""
