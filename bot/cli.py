@@ -97,6 +97,17 @@ BENCH: tuple[CliCommand, ...] = (  # run by their parent's handler: the benchmar
         Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=100), BENCH_OUT)),
 )
 
+TRAIN: tuple[CliCommand, ...] = (
+    Command("groupacts", "fit the group-act classifier (decisions, plans, norms, tasks, changes) on the reference "
+                         "writer, report it leave-networks-out, write the model file", eval_commands.train_groupacts, (
+        Arg("--data", "SocialMemBench networks (folder or file)", default="../shared/data/socialmembench"),
+        Arg("--reference", "reference writer output (folder of *.actions.json)",
+            default="../shared/data/socialmembench-reference/trajectories"),
+        Arg("--model", "model file to write", default="memory/models/groupacts-v1.json"),
+        Arg("--holdout", "comma-separated network ids to leave out of the fit (for held-out writer runs)"),
+        Arg("--out", "folder for the validation report", default="out/train"))),
+)
+
 CLI_COMMANDS: tuple[CliCommand, ...] = (
     Command("console", "terminal group chat with the bot (the embedded default)", commands.console, (
         Arg("--channel", default="general"),
@@ -128,6 +139,7 @@ CLI_COMMANDS: tuple[CliCommand, ...] = (
         Arg("--port", type=int, default=8001),
         Arg("--token-env", "require the operator token held in this environment variable", metavar="VAR"))),
     Command("eval", "evaluate on real conversation data", subcommands=EVAL, sub_dest="eval_kind"),
+    Command("train", "fit the engine's small learned models from data", subcommands=TRAIN, sub_dest="train_kind"),
     Command("bench", "benchmarks that compare against a baseline in the same run", commands.bench_cmd,
             subcommands=BENCH, sub_dest="bench_kind"),
     Command("run", "connect the configured Discord / Slack adapters and serve until stopped", platform_cli.run_cmd),

@@ -1,0 +1,204 @@
+"""Group acts: which messages settle a decision, state a plan, set a norm, take on a task, or change one.
+
+A learned classifier, not a cue list: the message's MiniLM embedding, what it answers (the message
+it replies to, else the turn before it), and a few cheap features of its place
+in the conversation (how close it is to what it answers among them) go through two logistic
+regressions, whether it is a group act and which, trained on SocialMemBench's reference writer (``chorus train groupacts``, memory/eval/groupacts_train.py). At run time only
+numpy reads the exported coefficients (memory/models/groupacts-v1.json); scikit-learn is needed to
+train, not to classify.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .embeddings.base import Embedder, prefix
+from .models import StoredMessage
+
+log = logging.getLogger(__name__)
+
+KINDS = ("decision", "plan", "norm", "task", "change")
+MODEL_PATH = Path(__file__).parent / "models" / "groupacts-v1.json"
+# The embedder family the coefficients were fitted on; another family's vectors mean nothing to them.
+EMBEDDER_FAMILY = "all-MiniLM-L6-v2"
+_CACHE_SIZE = 20_000
+
+# Cheap features. Group-speak ("we", "let's", "everyone") and first-person singular are word classes no
+# library labels as such (spaCy tags pronouns, not whom a plan binds); dates and times come from spaCy NER.
+_WE = re.compile(r"\b(we|we're|we'll|we've|let's|lets|us|our|everyone|all of us|shall we)\b", re.I)
+_SELF = re.compile(r"\b(i|i'm|i'll|i've|i'd|me|my)\b", re.I)
+CHEAP = ("we", "self", "question", "words", "date", "replied_by", "parent_question", "position", "after",
+         "last", "context_similarity")
+
+
+@dataclass(frozen=True)
+class GroupAct:
+    kind: str   # "decision" | "plan" | "norm" | "task" | "change"
+    score: float
+
+
+def _contexts(messages: Sequence[StoredMessage],
+              context: Mapping[int, Sequence[StoredMessage]] | None) -> list[StoredMessage | None]:
+    """What each message answers: the one it replies to when known, else the turn before it."""
+    out: list[StoredMessage | None] = []
+    for i, m in enumerate(messages):
+        before = list(context.get(m.id, ())) if context is not None else list(messages[:i])
+        parent = next((p for p in reversed(before) if m.reply_to and p.msg_id == m.reply_to), None)
+        out.append(parent if parent is not None else (before[-1] if before else None))
+    return out
+
+
+def cheap_features(messages: Sequence[StoredMessage], parents: Sequence[StoredMessage | None],
+                   dated: Sequence[bool], context_similarity: Sequence[float]) -> np.ndarray:
+    """The ``CHEAP`` features of each message, from its words and its place among ``messages``."""
+    rows = []
+    for i, m in enumerate(messages):
+        text = m.text
+        same = [j for j, o in enumerate(messages) if o.session == m.session]
+        pos = same.index(i) if i in same else 0
+        replied = len({o.author_id for o in messages if o.reply_to == m.msg_id and o.author_id != m.author_id})
+        parent = parents[i]
+        after = len(same) - pos - 1
+        rows.append([len(_WE.findall(text)), len(_SELF.findall(text)), float(text.rstrip().endswith("?")),
+                     np.log1p(len(text.split())), float(dated[i]), replied,
+                     float(parent is not None and parent.text.rstrip().endswith("?")),
+                     pos / max(1, len(same) - 1), np.log1p(after), float(after < 3), context_similarity[i]])
+    return np.asarray(rows, dtype=np.float32).reshape(len(messages), len(CHEAP))
+
+
+def _dated(texts: Sequence[str]) -> list[bool]:
+    try:
+        from .nlp import parse_many
+
+        return ["time" in p.kinds() for p in parse_many(list(texts))]
+    except Exception:  # noqa: BLE001 - the pipeline is installed by setup; without it the feature reads 0
+        log.warning("spaCy unavailable: the date feature of the group-act classifier reads 0", exc_info=True)
+        return [False] * len(texts)
+
+
+class GroupActClassifier:
+    """The exported model plus an embedder; classifies a window of messages in one call."""
+
+    def __init__(self, model: dict, embedder: Embedder) -> None:
+        self.model = model
+        self.embedder = embedder
+        self.act_weights = np.asarray(model["act_weights"], dtype=np.float32)     # (features,)
+        self.act_bias = float(model["act_bias"])
+        self.kind_weights = np.asarray(model["kind_weights"], dtype=np.float32)   # (kinds, features)
+        self.kind_bias = np.asarray(model["kind_bias"], dtype=np.float32)
+        self.max_per_session = int(model["max_per_session"])
+        self.mean = np.asarray(model["mean"], dtype=np.float32)
+        self.scale = np.asarray(model["scale"], dtype=np.float32)
+        self.threshold = float(model["threshold"])
+        self.kinds = tuple(model["kinds"])
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if todo:
+            vecs = np.asarray(self.embedder.embed([prefix(t) for t in todo]), dtype=np.float32)
+            with self._lock:
+                for t, v in zip(todo, vecs):
+                    self._cache[t] = v
+                    if len(self._cache) > _CACHE_SIZE:
+                        self._cache.popitem(last=False)
+        with self._lock:
+            return np.stack([self._cache.get(t, np.zeros(self.embedder.dim, np.float32)) for t in texts])
+
+    def features(self, messages: Sequence[StoredMessage],
+                 context: Mapping[int, Sequence[StoredMessage]] | None = None) -> np.ndarray:
+        """Raw (unscaled) features: the message's vector, then the cheap features (its context among them)."""
+        parents = _contexts(messages, context)
+        texts = [m.text for m in messages]
+        ctx_texts = [p.text for p in parents if p is not None]
+        vecs = self._embed(texts + ctx_texts)
+        own = vecs[: len(texts)]
+        ctx = np.zeros_like(own)
+        k = len(texts)
+        for i, p in enumerate(parents):
+            if p is not None:
+                ctx[i] = vecs[k]
+                k += 1
+        sim = (own * ctx).sum(axis=1)
+        return np.hstack([own, cheap_features(messages, parents, _dated(texts), sim)])
+
+    def scores(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(probability that each message is a group act, probability of each kind given that it is one)."""
+        z = (x - self.mean) / self.scale
+        act = 1.0 / (1.0 + np.exp(-(z @ self.act_weights + self.act_bias)))
+        k = z @ self.kind_weights.T + self.kind_bias
+        k -= k.max(axis=1, keepdims=True)
+        kinds = np.exp(k)
+        return act, kinds / kinds.sum(axis=1, keepdims=True)
+
+    def classify(self, messages: Sequence[StoredMessage],
+                 context: Mapping[int, Sequence[StoredMessage]] | None = None) -> list[GroupAct | None]:
+        if not messages:
+            return []
+        act, kinds = self.scores(self.features(messages, context))
+        # A session settles few things: of the messages over the threshold, only its best few are acts.
+        keep: set[int] = set()
+        for session in {m.session for m in messages}:
+            over = [i for i, m in enumerate(messages) if m.session == session and act[i] >= self.threshold]
+            keep.update(sorted(over, key=lambda i: -act[i])[: self.max_per_session])
+        return [GroupAct(self.kinds[int(np.argmax(kinds[i]))], round(float(act[i]), 4)) if i in keep else None
+                for i in range(len(messages))]
+
+
+def load_model(path: str | Path = MODEL_PATH) -> dict:
+    """The exported coefficients (a small JSON file in the repository)."""
+    data = json.loads(Path(path).read_text("utf-8"))
+    if tuple(data.get("kinds", ())) != KINDS:
+        raise ValueError(f"{path}: kinds {data.get('kinds')} are not {KINDS}")
+    return data
+
+
+@lru_cache(maxsize=1)
+def default_embedder() -> Embedder:
+    """The shipped MiniLM (ONNX int8 as the bot's default embedder, else the numpy port)."""
+    from .embeddings.factory import load_embedder
+
+    try:
+        return load_embedder("minilm-onnx", dtype="int8")
+    except Exception:  # noqa: BLE001 - onnxruntime or its cached graph missing: the numpy port needs neither
+        log.info("ONNX MiniLM unavailable; the group-act classifier uses the numpy MiniLM", exc_info=True)
+        return load_embedder("minilm")
+
+
+_classifiers: dict[tuple[str, str], GroupActClassifier] = {}
+_classifiers_lock = threading.Lock()
+
+
+def classifier(embedder: Embedder | None = None, path: str | Path = MODEL_PATH) -> GroupActClassifier:
+    """A classifier reading ``path``, using ``embedder`` when it is the MiniLM the model was fitted on."""
+    if embedder is None or not str(getattr(embedder, "name", "")).startswith(EMBEDDER_FAMILY):
+        embedder = default_embedder()
+    key = (str(path), str(embedder.name))
+    with _classifiers_lock:
+        if key not in _classifiers:
+            _classifiers[key] = GroupActClassifier(load_model(path), embedder)
+        return _classifiers[key]
+
+
+def classify_group_acts(messages: Sequence[StoredMessage],
+                        context: Mapping[int, Sequence[StoredMessage]] | None = None) -> list[GroupAct | None]:
+    """The group act of each message (None when it is not one), in order.
+
+    ``context`` maps a message's store id to the messages before it (the one it replies to among them);
+    when None, ``messages`` itself is the context, in order, and nothing else is read.
+    """
+    return classifier().classify(messages, context)
+
+
+__all__ = ["GroupAct", "KINDS", "classify_group_acts", "classifier", "GroupActClassifier"]
