@@ -51,7 +51,9 @@ EVAL: tuple[CliCommand, ...] = (
         Arg("--stores", "keep the written stores here (reuse with `eval retrieval --stores`)"),
         Arg("--reference", "reference writer output (folder of *.actions.json, or one file) to score the records "
                            "against"),
-        Arg("--store", "score an existing store (or folder of stores) against --reference; writes nothing"))),
+        Arg("--store", "score an existing store (or folder of stores) against --reference; writes nothing"),
+        Arg("--groupacts", "write with this group-act model file (one trained without these networks: "
+                           "`chorus train groupacts --holdout`)"))),
     Command("answer", "replies as users read them: answer recall, cite-hit, declines, latency",
             eval_commands.eval_answer, (
         Arg("--dataset", "required unless --lodo", choices=DATASETS),

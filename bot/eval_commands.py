@@ -58,9 +58,12 @@ def eval_writer(args: argparse.Namespace, settings: Settings) -> int:
         return _emit(args, f"writer-reference-{Path(args.store).stem}", ref.to_json(), ref.to_markdown())
     if not args.dataset:
         raise ChorusError("eval writer needs --dataset (or --store with --reference)")
+    config = writer_config(settings)
+    if args.groupacts:
+        config.group_acts_model = args.groupacts
     report = evaluate_writer(args.dataset, data=args.data, embedder=load_embedder_from(settings),
                              llm=load_llm_from(settings),
-                             config=writer_config(settings), persona=persona_of(settings),
+                             config=config, persona=persona_of(settings),
                              limit_conversations=args.limit, store_dir=args.stores, reference=args.reference)
     return _emit(args, f"writer-{args.dataset}", report.to_json(), report.to_markdown())
 

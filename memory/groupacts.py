@@ -1,11 +1,10 @@
 """Group acts: which messages settle a decision, state a plan, set a norm, take on a task, or change one.
 
-A learned classifier, not a cue list: the message's MiniLM embedding, what it answers (the message
-it replies to, else the turn before it), and a few cheap features of its place
-in the conversation (how close it is to what it answers among them) go through two logistic
-regressions, whether it is a group act and which, trained on SocialMemBench's reference writer (``chorus train groupacts``, memory/eval/groupacts_train.py). At run time only
-numpy reads the exported coefficients (memory/models/groupacts-v1.json); scikit-learn is needed to
-train, not to classify.
+A learned classifier, not a cue list: the message's MiniLM embedding, what it answers (the message it
+replies to, else the turn before it) and a few cheap features of its place in the conversation go
+through two logistic regressions (is it a group act; which one), trained on SocialMemBench's reference
+writer by ``chorus train groupacts`` (memory/eval/groupacts_train.py). At run time only numpy reads the
+exported coefficients (memory/models/groupacts-v1.json); scikit-learn is needed to train, not to classify.
 """
 from __future__ import annotations
 
@@ -36,6 +35,16 @@ _CACHE_SIZE = 20_000
 # library labels as such (spaCy tags pronouns, not whom a plan binds); dates and times come from spaCy NER.
 _WE = re.compile(r"\b(we|we're|we'll|we've|let's|lets|us|our|everyone|all of us|shall we)\b", re.I)
 _SELF = re.compile(r"\b(i|i'm|i'll|i've|i'd|me|my)\b", re.I)
+# The kinds the reference has too few examples of to learn (3 norms, 5 changes in 582 messages): once the
+# classifier has found a group act, these words name it. No library labels "this changes an earlier plan".
+NORM_WORDS = re.compile(
+    r"\b(rules? ?(?:for|of|is|are|:)|(?:house|ground|new|one|golden|our) rules?|from now on"
+    r"|(?:anyone|whoever|whoever's|the first one) (?:who )?\w* ?(?:buys|pays|owes|has to|must|gets|loses|brings)"
+    r"|no one (?:is allowed|gets)|nobody (?:is allowed|gets|talks|brings)|everyone (?:has to|must|needs to)"
+    r"|we always|we never|tradition)\b", re.I)
+CHANGE_WORDS = re.compile(
+    r"\b(change of plans?|new plan|scratch that|moved to|moving (?:it )?to|postponed?|reschedul\w*|cancel+(?:ed|ing)?"
+    r"|called off|pushed (?:back|to)|no longer|not anymore|instead|switched to|changed (?:my|our) minds?)\b", re.I)
 CHEAP = ("we", "self", "question", "words", "date", "replied_by", "parent_question", "position", "after",
          "last", "context_similarity")
 
@@ -75,6 +84,17 @@ def cheap_features(messages: Sequence[StoredMessage], parents: Sequence[StoredMe
     return np.asarray(rows, dtype=np.float32).reshape(len(messages), len(CHEAP))
 
 
+def cap_per_session(sessions: Sequence[int], scores: np.ndarray, threshold: float, per_block: int) -> list[int]:
+    """Indexes of the acts: over the threshold, and among the best ``per_block`` per 10 messages of a session
+    (a session settles few things; the cap was chosen with the threshold by validation)."""
+    out: list[int] = []
+    for session in sorted(set(sessions)):
+        members = [i for i, s in enumerate(sessions) if s == session]
+        over = [i for i in members if scores[i] >= threshold]
+        out += sorted(over, key=lambda i: -scores[i])[: per_block * max(1, -(-len(members) // 10))]
+    return sorted(out)
+
+
 def _dated(texts: Sequence[str]) -> list[bool]:
     try:
         from .nlp import parse_many
@@ -97,7 +117,8 @@ class GroupActClassifier:
         self.kind_bias = np.asarray(model["kind_bias"], dtype=np.float32)
         self.max_per_session = int(model["max_per_session"])
         self.mean = np.asarray(model["mean"], dtype=np.float32)
-        self.scale = np.asarray(model["scale"], dtype=np.float32)
+        scale = np.asarray(model["scale"], dtype=np.float32)
+        self.scale = np.where(scale > 0, scale, 1.0)  # a feature constant in training carries no weight
         self.threshold = float(model["threshold"])
         self.kinds = tuple(model["kinds"])
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -147,13 +168,16 @@ class GroupActClassifier:
         if not messages:
             return []
         act, kinds = self.scores(self.features(messages, context))
-        # A session settles few things: of the messages over the threshold, only its best few are acts.
-        keep: set[int] = set()
-        for session in {m.session for m in messages}:
-            over = [i for i, m in enumerate(messages) if m.session == session and act[i] >= self.threshold]
-            keep.update(sorted(over, key=lambda i: -act[i])[: self.max_per_session])
-        return [GroupAct(self.kinds[int(np.argmax(kinds[i]))], round(float(act[i]), 4)) if i in keep else None
+        keep = set(cap_per_session([m.session for m in messages], act, self.threshold, self.max_per_session))
+        return [GroupAct(self._kind(messages[i].text, kinds[i]), round(float(act[i]), 4)) if i in keep else None
                 for i in range(len(messages))]
+
+    def _kind(self, text: str, probs: np.ndarray) -> str:
+        if CHANGE_WORDS.search(text):
+            return "change"
+        if NORM_WORDS.search(text):
+            return "norm"
+        return self.kinds[int(np.argmax(probs))]
 
 
 def load_model(path: str | Path = MODEL_PATH) -> dict:

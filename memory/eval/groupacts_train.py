@@ -4,8 +4,9 @@ Labels. The reference writer (SpeakerMem-R1's teacher) wrote abstractive ``group
 records with a source, per window. Each is aligned to the message of that source in that window
 whose words it shares most (Eq. 13's similarity, the scorer's own measure); that message is a group
 act, and so is any other message the scorer would pair with one of the network's reference GROUP
-records (similarity >= 0.3); every other message is not. The act's kind is read from the teacher's own wording of the record
-(it says "decided", "plans", "to book", "instead of", ...): weak labels, learned from the message and its
+records (similarity >= 0.3); every other message is not. The act's kind is read from the teacher's
+own wording of the record (it says "decided", "plans", "to book", "instead of", ...): weak labels,
+learned from the message and its
 context, never matched against messages at run time. The two networks whose reference memory is in
 Polish and Italian cannot be aligned and are left out.
 
@@ -17,23 +18,30 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..datasets import load_dataset
 from ..embeddings.base import Embedder
-from ..groupacts import CHEAP, EMBEDDER_FAMILY, KINDS, GroupActClassifier
+from ..groupacts import CHEAP, EMBEDDER_FAMILY, KINDS, GroupActClassifier, cap_per_session
 from ..models import StoredMessage
 from ..speaker_levenshtein import MemRecord, pair_similarity
-from .writer_reference import CONTENT_MATCH, SAME_LANGUAGE, content_pairs, load_reference, reference_files, same_language
+from .writer_reference import (
+    CONTENT_MATCH,
+    SAME_LANGUAGE,
+    content_pairs,
+    load_reference,
+    reference_files,
+    same_language,
+)
 
 C_GRID = (0.003, 0.01, 0.03)
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6)
-PER_SESSION = (1, 2, 3)
+PER_SESSION = (1, 2)  # acts per 10 messages of a session
 
 # The teacher's wording of a record says which act it is (weak labels; order matters: first match wins).
 _KIND_WORDS = (
@@ -133,11 +141,11 @@ class Fitted:
 
 
 def fit(nets: Sequence[Network], feats: dict[str, np.ndarray], c: float) -> Fitted:
-    from sklearn.linear_model import LogisticRegression  # the `eval` extra; run time reads the exported numbers
+    from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]  # the `eval` extra only
 
     x = np.vstack([feats[n.id] for n in nets])
     labels = [lbl for n in nets for lbl in n.labels]
-    mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-6
+    mean, scale = x.mean(axis=0), np.maximum(x.std(axis=0), 1e-3)
     z = (x - mean) / scale
     act = LogisticRegression(C=c, max_iter=3000, class_weight="balanced").fit(z, [lbl != "none" for lbl in labels])
     pos = [i for i, lbl in enumerate(labels) if lbl != "none"]
@@ -152,12 +160,8 @@ def act_scores(f: Fitted, x: np.ndarray) -> np.ndarray:
 
 
 def pick(net: Network, scores: np.ndarray, threshold: float, per_session: int) -> list[int]:
-    """The messages the classifier files: over the threshold, the best ``per_session`` of each session."""
-    out: list[int] = []
-    for session in sorted({m.session for m in net.messages}):
-        over = [i for i, m in enumerate(net.messages) if m.session == session and scores[i] >= threshold]
-        out += sorted(over, key=lambda i: -scores[i])[:per_session]
-    return sorted(out)
+    """The messages the classifier files (memory/groupacts.py's own rule)."""
+    return cap_per_session([m.session for m in net.messages], scores, threshold, per_session)
 
 
 def matched(net: Network, picked: Sequence[int]) -> int:
@@ -194,9 +198,12 @@ def export(f: Fitted, threshold: float, per_session: int, c: float, embedder: Em
     n = f.mean.shape[0]
     kind_w, kind_b = [[0.0] * n for _ in KINDS], [-30.0] * len(KINDS)
     if f.kind is not None:
-        for j, cls in enumerate(f.kind.classes_):  # type: ignore[attr-defined]
-            row = f.kind.coef_[j] if len(f.kind.classes_) > 2 else (f.kind.coef_[0] if j else -f.kind.coef_[0])  # type: ignore[attr-defined]
-            b = f.kind.intercept_[j] if len(f.kind.classes_) > 2 else (f.kind.intercept_[0] if j else -f.kind.intercept_[0])  # type: ignore[attr-defined]
+        km: Any = f.kind
+        for j, cls in enumerate(km.classes_):
+            # Two classes: sklearn keeps one row (the second class's); the first is its negation.
+            sign = 1.0 if len(km.classes_) > 2 or j else -1.0
+            row = km.coef_[j] if len(km.classes_) > 2 else sign * km.coef_[0]
+            b = km.intercept_[j] if len(km.classes_) > 2 else sign * km.intercept_[0]
             kind_w[KINDS.index(cls)], kind_b[KINDS.index(cls)] = r(row), float(b)
     else:
         kind_b[KINDS.index(f.kind_classes[0] if f.kind_classes else "decision")] = 0.0

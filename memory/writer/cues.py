@@ -12,12 +12,13 @@ exactly these; the proposals then pass the same verification as the model's.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..groupacts import CHANGE_WORDS, GroupAct
 from ..models import StoredMessage
 from ..people import People
-from ..records import GROUP
+from ..records import GROUP, GROUP_ACT_UTYPES, Record
 from .grounding import content_terms
 
 # A first-person message with at least this many content words is a self-report worth a core record.
@@ -28,24 +29,13 @@ SELF_REPORT_MIN_WORDS = 6
 ABOUT_MIN_WORDS = 3
 
 _I = r"(?:I|I'll|I will|I'm|I am|I've|I can|I'd|my|me)"
-DECISION = re.compile(
-    r"\b(decision|decided|agreed|agree(?:d)? on|it'?s settled|settled on|final (?:answer|plan|call)|done deal"
-    r"|we'?re going with|locked in|that'?s the plan|it'?s a plan|(?:is|are|all) (?:confirmed|booked)|confirmed for"
-    r"|booked for)\b|\b\w+ it is\b[.!]?", re.I)
-NORM = re.compile(
-    r"\b(rules? ?(?:for|of|is|are|:)|(?:house|ground|new|one|golden|the|our) rules?|from now on"
-    r"|(?:anyone|whoever|whoever's|the first one) (?:who )?\w* ?"
-    r"(?:buys|pays|owes|has to|must|gets|loses|brings)|no one (?:is allowed|gets)|nobody (?:is allowed|gets|talks"
-    r"|brings)|everyone (?:has to|must|needs to)|we always|we never|tradition"
-    r"|no (?:talking|phones|work talk|shop talk|plus[- ]ones|cancelling|cancellations|excuses))\b", re.I)
 DATE = re.compile(
     r"\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(today|tonight|tomorrow|weekend|next week|next month"
     r"|this week|this evening|morning|afternoon|evening)\b|\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b|\b\d{1,2}:\d\d\b"
     r"|\b\d{1,2}(?:st|nd|rd|th)\b|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\s+\d{1,2}\b", re.I)
 PLAN = re.compile(r"\b(let'?s|plan(?:s|ned|ning)?|going to|gonna|will|'ll|meet(?:ing)?|booked|book|schedul\w*"
                   r"|see you)\b", re.I)
-CHANGE = re.compile(r"\b(change of plans?|moved to|moving to|postponed?|reschedul\w*|cancel+(?:ed|ing)?|called off"
-                    r"|pushed (?:back|to)|no longer|not anymore|instead|switched to|changed my mind)\b", re.I)
+CHANGE = CHANGE_WORDS
 RESPONSIBLE_SELF = re.compile(
     r"\bI(?:'ll| will| can| am going to|'m going to|'m| am) (?:book|bring|pick|buy|get|handle|sort|organi[sz]e"
     r"|drive|call|cook|pay|host|make|take care|grab|collect|send|order|set up|reserve|arrange|cover)\w*\b", re.I)
@@ -56,9 +46,6 @@ STANCE = re.compile(
     r"\b(?:I|I'd|I'm|I am|I really|I still|I do(?:n't)?)\s+(?:prefer|vote|think|love|hate|like|don't like|can't stand"
     r"|can't do|can't eat|would rather|'d rather|rather|want|need|am against|am for|am not|believe|feel)\b"
     r"|\b(?:works|fine|okay|ok|good) (?:for|with) me\b|\bI'?m (?:in|out|not)\b|\bcount me (?:in|out)\b", re.I)
-AGREE = re.compile(r"\b(works for me|sounds good|I'?m in|count me in|deal|agreed|same here|fine by me|(?:okay|ok|fine) "
-                   r"with me|see you there)\b", re.I)
-LETS = re.compile(r"\blet'?s\b|\bshall we\b|\bsee (?:you|everyone) (?:all|there)\b", re.I)
 FIRST_PERSON = re.compile(r"\b(I|I'm|I'll|I've|I'd|my|mine|myself)\b", re.I)
 YOU = re.compile(r"\b(you|your|you're|you've|you'll|you'd|yours|yourself)\b", re.I)
 # What follows a member's name when the sentence says something about them ("Jordan used to …", "Priya's job").
@@ -80,41 +67,33 @@ def thread_members(msg: StoredMessage, window: Sequence[StoredMessage]) -> int:
     return len({m.author_id for m in window if m.reply_to == msg.msg_id and m.author_id != msg.author_id})
 
 
-def speaks_for_group(msg: StoredMessage, window: Sequence[StoredMessage]) -> str | None:
-    """Why a message speaks for the group (decision, plan, agreement, rule, thread), or None."""
-    text = msg.text
-    if NORM.search(text):
-        return "a rule or norm"
-    if DECISION.search(text):
-        return "a decision or agreement"
-    if DATE.search(text) and LETS.search(text):
-        return "a dated group plan"
-    if AGREE.search(text) and DATE.search(text):
-        return "an agreement to a dated plan"
+def speaks_for_group(msg: StoredMessage, window: Sequence[StoredMessage],
+                     acts: Mapping[int, GroupAct | None]) -> str | None:
+    """Why a message speaks for the group (the classifier's group act, or a thread several joined), or None."""
+    act = acts.get(msg.id)
+    if act is not None:
+        return f"a group {act.kind} (classifier score {act.score:.2f})"
     if thread_members(msg, window) >= 2:
         return "a reply thread of several members"
     return None
 
 
-def classify(msg: StoredMessage, window: Sequence[StoredMessage], people: People) -> Cue | None:
-    """The one cue a message carries, most group-relevant first; None when it carries none."""
+def classify(msg: StoredMessage, window: Sequence[StoredMessage], people: People,
+             act: GroupAct | None = None) -> Cue | None:
+    """The one cue a message carries, the group act first; None when it carries none."""
     text = msg.text
-    if NORM.search(text):
-        return Cue("norm", GROUP, "group_insight", "decision")
-    if DECISION.search(text):
-        return Cue("decision", GROUP, "group_interaction", "decision")
-    if DATE.search(text) and LETS.search(text):
-        return Cue("plan", GROUP, "group_interaction", "decision")
+    if act is not None:
+        return Cue(act.kind, GROUP, "group_interaction", act.kind if act.kind in GROUP_ACT_UTYPES else "plan")
     others = people.referenced(msg, window)
     for pid in people.named(text):
         if pid != msg.author_id and people.followed_by(text, pid, HAS_THE_AFTER_NAME):
-            return Cue("responsibility", pid, "per_speaker_profile", "fact")
+            return Cue("responsibility", pid, "per_speaker_profile", "task")
     if RESPONSIBLE_SELF.search(text):
-        return Cue("responsibility", msg.author_id, "per_speaker_core", "fact")
+        return Cue("responsibility", msg.author_id, "per_speaker_core", "task")
     if CHANGE.search(text) and re.search(r"\b" + _I + r"\b", text, re.I):
         return Cue("change", msg.author_id, "per_speaker_core", "fact")
     if DATE.search(text) and PLAN.search(text) and re.search(r"\b" + _I + r"\b", text, re.I):
-        return Cue("plan", msg.author_id, "per_speaker_core", "fact")
+        return Cue("plan", msg.author_id, "per_speaker_core", "plan")
     if STANCE.search(text) and not others:
         return Cue("stance", msg.author_id, "per_speaker_core", "stance")
     if (FIRST_PERSON.search(text) and not text.rstrip().endswith("?")
@@ -144,16 +123,42 @@ def about_member(msg: StoredMessage, people: People) -> str | None:
     return None
 
 
-def propose(window: Sequence[StoredMessage], people: People, names: dict[str, str]) -> list[dict]:
-    """Cue proposals in the extractive action format (``msg`` is 1-based), one per cued message."""
+def changed_record(msg: StoredMessage, heads: Sequence[Record]) -> Record | None:
+    """The current GROUP record an act that changes a plan, decision or norm revises: the one sharing most
+    content words with it (at least one), the latest on a tie; None when no GROUP record is about it."""
+    words = content_terms(msg.text)
+    best: tuple[int, float, Record] | None = None
+    for h in heads:
+        if h.owner != GROUP or h.layer != "group_interaction" or h.ts > msg.ts:
+            continue
+        shared = len(words & content_terms(h.content))
+        if shared and (best is None or (shared, h.ts) > best[:2]):
+            best = (shared, h.ts, h)
+    return best[2] if best else None
+
+
+def propose(window: Sequence[StoredMessage], people: People, names: dict[str, str],
+            acts: Mapping[int, GroupAct | None] | None = None, heads: Sequence[Record] = ()) -> list[dict]:
+    """Cue proposals in the extractive action format (``msg`` is 1-based), one per cued message.
+
+    A group act that changes an earlier plan, decision or norm is an UPDATE of that GROUP record, so the
+    chain keeps the old version and the new one; with none to revise it is a new GROUP plan."""
+    acts = acts or {}
     out: list[dict] = []
     for n, msg in enumerate(window, 1):
         if msg.to_bot:
             continue
-        cue = classify(msg, window, people)
+        act = acts.get(msg.id)
+        cue = classify(msg, window, people, act)
         if cue is None:
             continue
+        if act is not None and act.kind == "change":
+            target = changed_record(msg, heads)
+            if target is not None:
+                out.append({"op": "UPDATE", "msg": n, "entry_id": f"E{target.id}", "proposer": "groupacts:change"})
+                continue
         owner = GROUP if cue.owner == GROUP else names.get(cue.owner, cue.owner)
+        proposer = f"groupacts:{cue.kind}" if act is not None else f"cues:{cue.kind}"
         out.append({"op": "ADD", "msg": n, "owner": owner, "layer": cue.layer, "utype": cue.utype,
-                    "proposer": f"cues:{cue.kind}"})
+                    "proposer": proposer})
     return out
