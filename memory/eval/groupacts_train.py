@@ -39,9 +39,10 @@ from .writer_reference import (
     same_language,
 )
 
-C_GRID = (0.003, 0.01, 0.03)
-THRESHOLDS = (0.3, 0.4, 0.5, 0.6)
-PER_SESSION = (1, 2)  # acts per 10 messages of a session
+C_GRID = (0.03, 0.1, 1.0)  # for the act model's 15 features
+KIND_C = 0.1  # the kind model reads the 384-dimension vector too
+THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+PER_SESSION = (1, 2, 3, 100)  # acts per 10 messages of a session (100: no cap)
 
 # The teacher's wording of a record says which act it is (weak labels; order matters: first match wins).
 _KIND_WORDS = (
@@ -147,16 +148,17 @@ def fit(nets: Sequence[Network], feats: dict[str, np.ndarray], c: float) -> Fitt
     labels = [lbl for n in nets for lbl in n.labels]
     mean, scale = x.mean(axis=0), np.maximum(x.std(axis=0), 1e-3)
     z = (x - mean) / scale
-    act = LogisticRegression(C=c, max_iter=3000, class_weight="balanced").fit(z, [lbl != "none" for lbl in labels])
+    act = LogisticRegression(C=c, max_iter=3000, class_weight="balanced").fit(
+        z[:, -len(CHEAP):], [lbl != "none" for lbl in labels])  # the act model reads CHEAP only (groupacts.py)
     pos = [i for i, lbl in enumerate(labels) if lbl != "none"]
     kinds = sorted({labels[i] for i in pos})
-    kind = LogisticRegression(C=c * 10, max_iter=3000, class_weight="balanced").fit(
+    kind = LogisticRegression(C=KIND_C, max_iter=3000, class_weight="balanced").fit(
         z[pos], [labels[i] for i in pos]) if len(kinds) > 1 else None
     return Fitted(act, kind, mean, scale, kinds)
 
 
 def act_scores(f: Fitted, x: np.ndarray) -> np.ndarray:
-    return f.act.predict_proba((x - f.mean) / f.scale)[:, 1]  # type: ignore[attr-defined]
+    return f.act.predict_proba(((x - f.mean) / f.scale)[:, -len(CHEAP):])[:, 1]  # type: ignore[attr-defined]
 
 
 def pick(net: Network, scores: np.ndarray, threshold: float, per_session: int) -> list[int]:
@@ -210,7 +212,8 @@ def export(f: Fitted, threshold: float, per_session: int, c: float, embedder: Em
     return {"version": 1, "kinds": list(KINDS), "features": f"{EMBEDDER_FAMILY} message vector ({embedder.dim}) + "
             f"{', '.join(CHEAP)}", "embedder": embedder.name, "threshold": threshold,
             "max_per_session": per_session, "C": c, "trained_on": list(trained_on), "validation": validation,
-            "mean": r(f.mean), "scale": r(f.scale), "act_weights": r(f.act.coef_[0]),  # type: ignore[attr-defined]
+            "mean": r(f.mean), "scale": r(f.scale),
+            "act_weights": [0.0] * (n - len(CHEAP)) + r(f.act.coef_[0]),  # type: ignore[attr-defined]
             "act_bias": round(float(f.act.intercept_[0]), 5), "kind_weights": kind_w,  # type: ignore[attr-defined]
             "kind_bias": r(kind_b)}
 

@@ -83,7 +83,7 @@ def classify(msg: StoredMessage, window: Sequence[StoredMessage], people: People
     """The one cue a message carries, the group act first; None when it carries none."""
     text = msg.text
     if act is not None:
-        return Cue(act.kind, GROUP, "group_interaction", act.kind if act.kind in GROUP_ACT_UTYPES else "plan")
+        return Cue(act.kind, GROUP, "group_interaction", act.kind if act.kind in GROUP_ACT_UTYPES else act.fallback)
     others = people.referenced(msg, window)
     for pid in people.named(text):
         if pid != msg.author_id and people.followed_by(text, pid, HAS_THE_AFTER_NAME):
@@ -94,45 +94,84 @@ def classify(msg: StoredMessage, window: Sequence[StoredMessage], people: People
         return Cue("change", msg.author_id, "per_speaker_core", "fact")
     if DATE.search(text) and PLAN.search(text) and re.search(r"\b" + _I + r"\b", text, re.I):
         return Cue("plan", msg.author_id, "per_speaker_core", "plan")
-    if STANCE.search(text) and not others:
-        return Cue("stance", msg.author_id, "per_speaker_core", "stance")
-    if (FIRST_PERSON.search(text) and not text.rstrip().endswith("?")
-            and len(content_terms(text)) >= SELF_REPORT_MIN_WORDS):
-        return Cue("self", msg.author_id, "per_speaker_core", "fact")
-    about = about_member(msg, people)
+    about = about_member(msg, window, people)
     if about is not None:
         return Cue("about", about, "per_speaker_profile", "observation")
+    if STANCE.search(text) and not others:
+        return Cue("stance", msg.author_id, "per_speaker_core", "stance")
+    if (not text.rstrip().endswith("?") and len(content_terms(text)) >= SELF_REPORT_MIN_WORDS
+            and (FIRST_PERSON.search(text) or (not others and people.non_members(text)))):
+        # The author's own news, or news of someone in their life who is not a member ("Anna got the job"):
+        # a person outside the roster has no records of their own, so it is the author's core record.
+        return Cue("self", msg.author_id, "per_speaker_core", "fact")
     return None
 
 
-def about_member(msg: StoredMessage, people: People) -> str | None:
-    """The one other member a message speaks to or about, when its author says nothing of themself.
+def about_member(msg: StoredMessage, window: Sequence[StoredMessage], people: People) -> str | None:
+    """The one other member a message speaks to or about: SpeakerMem-R1 files what A says about or to B
+    under B's profile.
 
-    SpeakerMem-R1 files "A says something about B" under B's profile. Only the clear form counts: exactly
-    one other member named, no first person, and the member addressed ("you", "your") or the subject of a
-    statement ("Jordan used to …", "Priya's job …"). A message that also speaks of its author stays theirs.
+    Who is named comes from ``People`` (roster names, first names, aliases, ids, @mentions; the author of
+    the message replied to when none is named) and spaCy NER (a person who is not a member). Only the
+    clear form counts: exactly one person, a member other than the author, and either addressed in the
+    second person at least as often as the author speaks of themself ("Marcus I saw you limping, the knee
+    has been bothering you") or the subject of a statement without first person ("Jordan used to …",
+    "Priya's job …"). A message that mostly speaks of its author stays theirs.
     """
     text = msg.text
-    if FIRST_PERSON.search(text) or len(content_terms(text)) < ABOUT_MIN_WORDS:
+    if len(content_terms(text)) < ABOUT_MIN_WORDS:
         return None
     named = [p for p in people.named(text) if p != msg.author_id]
-    if len(named) != 1:
+    if not named and YOU.search(text):
+        named = [p for p in people.referenced(msg, window) if p != msg.author_id]
+    if len(named) != 1 or people.non_members(text):
         return None
-    if YOU.search(text) or people.followed_by(text, named[0], ABOUT_NAMED):
+    me, you = len(FIRST_PERSON.findall(text)), len(YOU.findall(text))
+    if you and you >= me:
+        return named[0]
+    if not me and people.followed_by(text, named[0], ABOUT_NAMED):
         return named[0]
     return None
 
 
+# Entity kinds whose value a change replaces (spaCy NER, memory/nlp.py): the day or hour, the place, the amount.
+CHANGED_KINDS = ("time", "place", "amount")
+
+
+def changes(text: str, old: str) -> bool:
+    """Whether ``text`` changes what ``old`` says, rather than repeating or confirming it: it says so in words
+    ("moved to", "scratch that", "instead": CHANGE_WORDS), or it gives a day, hour, place or amount where
+    ``old`` gives a different one. "Booking is confirmed for 7pm" does not change "... at 7pm"."""
+    if CHANGE_WORDS.search(text):
+        return True
+    try:
+        from ..nlp import parse_many
+
+        new, was = parse_many([text, old])
+    except Exception:  # noqa: BLE001 - without spaCy only the words can say it is a change
+        return False
+    before: dict[str, set[str]] = {}
+    for e in was.entities:
+        before.setdefault(e.kind, set()).add(e.text.casefold())
+    return any(e.kind in CHANGED_KINDS and e.kind in before and e.text.casefold() not in before[e.kind]
+               for e in new.entities)
+
+
 def changed_record(msg: StoredMessage, heads: Sequence[Record]) -> Record | None:
-    """The current GROUP record an act that changes a plan, decision or norm revises: the one sharing most
-    content words with it (at least one), the latest on a tie; None when no GROUP record is about it."""
+    """The current GROUP record an act that changes a plan, decision or norm revises: of those on its topic
+    (sharing a content word) and that it changes (``changes``), the one sharing most words, the latest on a
+    tie; None when it changes none."""
     words = content_terms(msg.text)
+    when = content_terms(" ".join(m.group(0) for m in DATE.finditer(msg.text)))
     best: tuple[int, float, Record] | None = None
     for h in heads:
         if h.owner != GROUP or h.layer != "group_interaction" or h.ts > msg.ts:
             continue
-        shared = len(words & content_terms(h.content))
-        if shared and (best is None or (shared, h.ts) > best[:2]):
+        common = words & content_terms(h.content)
+        shared = len(common)
+        # The topic is what, not when: sharing only a day or an hour ("Friday") is not the same plan.
+        on_topic = bool(common - when)
+        if on_topic and (best is None or (shared, h.ts) > best[:2]) and changes(msg.text, h.content):
             best = (shared, h.ts, h)
     return best[2] if best else None
 
@@ -157,6 +196,13 @@ def propose(window: Sequence[StoredMessage], people: People, names: dict[str, st
             if target is not None:
                 out.append({"op": "UPDATE", "msg": n, "entry_id": f"E{target.id}", "proposer": "groupacts:change"})
                 continue
+            if FIRST_PERSON.search(msg.text) and not WE.search(msg.text):
+                # A change that revises no group record and speaks of its author alone ("my physio moved to
+                # Friday", "change of plan on my side") is the author's own news: the person cues file it.
+                act = None
+                cue = classify(msg, window, people)
+                if cue is None:
+                    continue
         owner = GROUP if cue.owner == GROUP else names.get(cue.owner, cue.owner)
         proposer = f"groupacts:{cue.kind}" if act is not None else f"cues:{cue.kind}"
         out.append({"op": "ADD", "msg": n, "owner": owner, "layer": cue.layer, "utype": cue.utype,

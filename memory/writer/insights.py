@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import GROUP, INSIGHT_LAYER, PERSONA, NewRecord
-from .grounding import contained, content_terms, near_duplicate
+from .grounding import content_terms, near_duplicate, quotes
 from .verify import Rejection
 
 MAX_INSIGHTS = 3
@@ -39,7 +39,7 @@ def not_supported(content: str, cited: Sequence[NewRecord]) -> str | None:
     result = check_sentence(content, {n: f.content for n, f in enumerate(cited, 1)})
     if not result.ok:
         return f"fails the support check against the facts it cites ({result.reason})"
-    if any(near_duplicate(content, f.content) or contained(content, f.content) for f in cited):
+    if any(quotes(content, f.content) for f in cited):
         return "quotes one fact instead of saying what the facts mean"
     return None
 
@@ -106,13 +106,13 @@ def verify_insights(data: Any, facts: Sequence[NewRecord], existing: Sequence[st
             rejected.append(Rejection(item, f"shares {len(shared)} content word(s) with the facts it cites (needs "
                                             f"{MIN_SHARED_TERMS}), so it does not rest on them"))
             continue
-        unsupported = not_supported(content, cited)
-        if unsupported:
-            rejected.append(Rejection(item, unsupported))
-            continue
         off = not_about_chat(content)
         if off:
             rejected.append(Rejection(item, off))
+            continue
+        unsupported = not_supported(content, cited)
+        if unsupported:
+            rejected.append(Rejection(item, unsupported))
             continue
         if any(near_duplicate(content, e) for e in existing) or any(near_duplicate(content, a.content)
                                                                     for a, _ in accepted):

@@ -25,7 +25,7 @@ from ..records import (
 from ..store import Person
 from .attribution import check_filing
 from .cues import People
-from .grounding import contained, ground, near_duplicate, steering_reason
+from .grounding import contained, ground, near_duplicate, quotes, steering_reason
 from .schema import MAX_CONTENT_CHARS, Add, Noop, validate_action  # noqa: F401  (MAX_CONTENT_CHARS re-exported)
 
 
@@ -136,7 +136,7 @@ def insight_says_nothing(content: str, message: str) -> str | None:
     result = check_sentence(content, {1: message})
     if not result.ok:
         return f"fails the support check against message it rests on ({result.reason})"
-    if near_duplicate(content, message) or contained(content, message):
+    if quotes(content, message):
         return "quotes its one message instead of saying what it means"
     return None
 
