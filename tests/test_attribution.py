@@ -277,3 +277,26 @@ def _all(store):
 
     with store.read() as conn:
         return select_messages(conn, "ORDER BY m.id")
+
+
+def test_later_word_on_the_same_thing_is_a_chain(store):
+    """A change in a later session UPDATEs the record it changes (the chain keeps both); a confirmation or a
+    remark on another topic does not."""
+    day = 86400
+    store.ingest([
+        msg(1, "I bought four records at the fair today, all original pressings", author="Rae"),
+        msg(2, "nice haul", author="Gil"),
+        msg(3, "My budget held this time, I got two records at the fair, both original pressings", author="Rae",
+            ts=1_700_000_000 + 7 * day),
+        msg(4, "I finally fixed the bike chain myself this weekend, took three hours", author="Rae",
+            ts=1_700_000_000 + 7 * day + 60)])
+    w = writer(store, [actions({"op": "NOOP"})] * 2, extractive=True, window_messages=25)
+    assert [r.status for r in w.run_pending(force=True)] == ["committed", "committed"]
+    with store.read() as conn:
+        rows = conn.execute("SELECT id, content, chain_id, superseded_by FROM records WHERE owner = 'rae' "
+                            "ORDER BY id").fetchall()
+    by_text = {c[:20]: (rid, chain, sup) for rid, c, chain, sup in rows}
+    first, later = by_text["I bought four record"], by_text["My budget held this "]
+    bike = by_text["I finally fixed the "]
+    assert first[2] == later[0] and first[1] == later[1]      # one chain: four records, then two
+    assert bike[1] != first[1] and bike[2] is None

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..datasets import load_dataset
 from ..embeddings.base import Embedder
-from ..groupacts import CHEAP, EMBEDDER_FAMILY, KINDS, GroupActClassifier, cap_per_session
+from ..groupacts import CHEAP, EMBEDDER_FAMILY, KINDS, GroupActClassifier, cap_per_session, own_news, stated
 from ..models import StoredMessage
 from ..speaker_levenshtein import MemRecord, pair_similarity
 from .writer_reference import (
@@ -162,8 +162,11 @@ def act_scores(f: Fitted, x: np.ndarray) -> np.ndarray:
 
 
 def pick(net: Network, scores: np.ndarray, threshold: float, per_session: int) -> list[int]:
-    """The messages the classifier files (memory/groupacts.py's own rule)."""
-    return cap_per_session([m.session for m in net.messages], scores, threshold, per_session)
+    """The messages the classifier files (memory/groupacts.py's own rule: the capped scores less the author's
+    own news, plus stated rules and decisions)."""
+    capped = set(cap_per_session([m.session for m in net.messages], scores, threshold, per_session))
+    return [i for i, m in enumerate(net.messages)
+            if (i in capped and not own_news(m.text)) or stated(m.text)]
 
 
 def matched(net: Network, picked: Sequence[int]) -> int:

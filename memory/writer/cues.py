@@ -157,23 +157,29 @@ def changes(text: str, old: str) -> bool:
                for e in new.entities)
 
 
-def changed_record(msg: StoredMessage, heads: Sequence[Record]) -> Record | None:
-    """The current GROUP record an act that changes a plan, decision or norm revises: of those on its topic
-    (sharing a content word) and that it changes (``changes``), the one sharing most words, the latest on a
-    tie; None when it changes none."""
+def changed_record(msg: StoredMessage, heads: Sequence[Record], owner: str = GROUP,
+                   layer: str = "group_interaction", min_shared: int = 1) -> Record | None:
+    """The current record of ``owner`` in ``layer`` that ``msg`` revises: of those on its topic (sharing at
+    least ``min_shared`` content words that are not a day or an hour) and that it changes (``changes``), the
+    one sharing most words, the latest on a tie; None when it changes none."""
     words = content_terms(msg.text)
     when = content_terms(" ".join(m.group(0) for m in DATE.finditer(msg.text)))
     best: tuple[int, float, Record] | None = None
     for h in heads:
-        if h.owner != GROUP or h.layer != "group_interaction" or h.ts > msg.ts:
+        if h.owner != owner or h.layer != layer or h.ts > msg.ts:
             continue
         common = words & content_terms(h.content)
         shared = len(common)
         # The topic is what, not when: sharing only a day or an hour ("Friday") is not the same plan.
-        on_topic = bool(common - when)
+        on_topic = len(common - when) >= min_shared
         if on_topic and (best is None or (shared, h.ts) > best[:2]) and changes(msg.text, h.content):
             best = (shared, h.ts, h)
     return best[2] if best else None
+
+
+# A person's own record is revised by their later word on the same thing ("the budget held, two records" after
+# "four records"): two topic words, since one person says many things that share one word.
+PERSON_TOPIC_WORDS = 2
 
 
 def propose(window: Sequence[StoredMessage], people: People, names: dict[str, str],
@@ -203,6 +209,11 @@ def propose(window: Sequence[StoredMessage], people: People, names: dict[str, st
                 cue = classify(msg, window, people)
                 if cue is None:
                     continue
+        if act is None and cue.layer == "per_speaker_core" and cue.owner == msg.author_id:
+            target = changed_record(msg, heads, msg.author_id, "per_speaker_core", PERSON_TOPIC_WORDS)
+            if target is not None and target.session != msg.session:
+                out.append({"op": "UPDATE", "msg": n, "entry_id": f"E{target.id}", "proposer": f"cues:{cue.kind}"})
+                continue
         owner = GROUP if cue.owner == GROUP else names.get(cue.owner, cue.owner)
         proposer = f"groupacts:{cue.kind}" if act is not None else f"cues:{cue.kind}"
         out.append({"op": "ADD", "msg": n, "owner": owner, "layer": cue.layer, "utype": cue.utype,
