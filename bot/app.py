@@ -66,7 +66,8 @@ def writer_config(settings: Settings) -> WriterConfig:
                         grounding_threshold=w.grounding_threshold, max_new_tokens=w.max_new_tokens,
                         heads_token_budget=w.heads_token_budget, idle_gap_s=settings.store.idle_gap_minutes * 60,
                         extractive=w.content_mode == "extractive" or (
-                            w.content_mode == "auto" and uses_shipped_model(settings)))
+                            w.content_mode == "auto" and uses_shipped_model(settings)),
+                        insights=not uses_shipped_model(settings))
 
 
 def persona_of(settings: Settings) -> Persona | None:
@@ -317,8 +318,15 @@ class Bot:
         scope_ids = self.scope_ids(key) if key else [s.id for s in self.store.scopes()]
         replies = ("quoted messages, no model sentence" if self.reply_policy() == "evidence"
                    else "quoted messages under a model sentence that passed the support check")
+        if not self.settings.persona.insights:
+            insights = "switched off (persona.insights)"
+        elif uses_shipped_model(self.settings):
+            insights = ("none written: the embedded 270M model's insights fail the support check; a configured "
+                        "model (llm.model_path or llm.backend) writes them under that check")
+        else:
+            insights = "written by the configured model, each kept only if the facts it cites support it"
         st = read_status(self.store, self.records, self.read_only_writer(), scope_ids, replies=replies,
-                         model_error=self._llm_error)
+                         model_error=self._llm_error, insights=insights)
         return Reply(st.text(), data=st.data())
 
     def __enter__(self) -> Self:

@@ -22,6 +22,7 @@ class Status:
     quarantined: int
     pending_embeddings: int
     replies: str  # how replies are made
+    insights: str = ""  # whether persona insights are written, and why not
     model_error: str | None = None
 
     def text(self) -> str:
@@ -31,6 +32,8 @@ class Status:
                  f"writer{f', {self.quarantined} window(s) set aside after failing' if self.quarantined else ''}.",
                  f"Messages waiting for embeddings: {self.pending_embeddings}.",
                  f"Replies: {self.replies}."]
+        if self.insights:
+            lines.append(f"Insights: {self.insights}.")
         if self.model_error:
             lines.append(f"Language model: unavailable ({self.model_error}).")
         return "\n".join(lines)
@@ -40,7 +43,7 @@ class Status:
 
 
 def read_status(store: Store, records: Records, writer: Writer, scope_ids: list[int], *, replies: str,
-                model_error: str | None = None) -> Status:
+                model_error: str | None = None, insights: str = "") -> Status:
     """The status of ``scope_ids`` (every scope of the store when the caller passes them all)."""
     wanted = set(scope_ids)
     lag = [s for s in writer.lag() if s.scope_id in wanted]
@@ -54,4 +57,5 @@ def read_status(store: Store, records: Records, writer: Writer, scope_ids: list[
         quarantined=sum(s.quarantined for s in lag),
         pending_embeddings=store.pending_embeddings(scope_ids),  # never another channel's backlog
         replies=replies,
+        insights=insights,
         model_error=model_error)

@@ -17,6 +17,9 @@ from .db import Connection, DatabaseError
 from .errors import StoreError
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.(sql|py)$")
+# First line of a migration that rebuilds a table other tables reference (SQLite's documented procedure:
+# foreign keys off outside the transaction, the table rebuilt inside it, then checked and switched back on).
+REBUILD_MARK = "-- chorus: rebuilds a referenced table"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,9 @@ def migrate(conn: Connection) -> list[str]:
     for mig in known:
         if mig.key in done:
             continue
+        rebuild = mig.sql.startswith(REBUILD_MARK)
+        if rebuild:
+            conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction, so set before BEGIN
         try:
             conn.execute("BEGIN IMMEDIATE")
             if mig.kind == "py":
@@ -78,6 +84,8 @@ def migrate(conn: Connection) -> list[str]:
             else:
                 for statement in split_statements(mig.sql):
                     conn.execute(statement)
+            if rebuild and conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                raise DatabaseError("the rebuilt table breaks a foreign key")
             conn.execute("INSERT INTO _migrations(name, applied_at) VALUES (?, ?)", (mig.key, time.time()))
             conn.execute("COMMIT")
         except DatabaseError as exc:
@@ -87,6 +95,9 @@ def migrate(conn: Connection) -> list[str]:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        finally:
+            if rebuild:
+                conn.execute("PRAGMA foreign_keys = ON")
         ran.append(mig.key)
     return ran
 

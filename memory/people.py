@@ -7,11 +7,21 @@ PERSON *and* that the scope's own messages use; a capitalised word alone is neve
 """
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from .models import StoredMessage
 from .store import Person
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def _warn_once() -> None:
+    log.warning("spaCy unavailable: people the chat names who are not members are not found")
+
 
 _MENTION = re.compile(r"<@!?([A-Za-z0-9_.-]+)>|(?<![\w])@([\w.-]+)")
 
@@ -106,6 +116,26 @@ class People:
             parent = next((m for m in window if m.msg_id == msg.reply_to), None)
             if parent is not None and parent.author_id != msg.author_id and parent.author_id not in out:
                 out.append(parent.author_id)
+        return out
+
+    def non_members(self, text: str) -> list[str]:
+        """People ``text`` names who are not members: spaCy NER PERSON entities none of whose words is a
+        member's name word ("my sister Anna", "Dr Okafor"). Empty without the pipeline (logged once)."""
+        from .nlp import NlpUnavailable, parse
+
+        try:
+            parsed = parse(text)
+        except NlpUnavailable:
+            _warn_once()
+            return []
+        if not hasattr(self, "_words"):
+            self._words = self.name_words()
+        members = self._words
+        out: list[str] = []
+        for e in parsed.entities:
+            words = set(re.findall(r"\w+", e.text.casefold()))
+            if e.label == "PERSON" and words and not words & members and e.text not in out:
+                out.append(e.text)
         return out
 
     def strip(self, text: str) -> str:

@@ -24,7 +24,8 @@ GROUP_LAYERS = ("group_interaction", "group_insight")
 WRITER_LAYERS = PERSON_LAYERS + GROUP_LAYERS
 INSIGHT_LAYER = "persona_insight"
 LAYERS = WRITER_LAYERS + (INSIGHT_LAYER,)
-WRITER_UTYPES = ("fact", "stance", "observation", "decision", "relation")
+WRITER_UTYPES = ("fact", "stance", "observation", "decision", "relation", "plan", "norm", "task")
+GROUP_ACT_UTYPES = ("decision", "plan", "norm", "task")  # what a GROUP record of the group's own acts is
 UTYPES = WRITER_UTYPES + ("insight",)
 PERSONA = "PERSONA"
 

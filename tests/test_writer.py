@@ -136,12 +136,20 @@ def test_steering_messages_never_ground_records(store):
     assert res.rejected == 2
 
 
+def _rejections(store) -> list[dict]:
+    with store.read() as conn:
+        return [x for (rej,) in conn.execute("SELECT rejected FROM writer_runs") for x in json.loads(rej)]
+
+
 def test_persona_insights_cite_facts(chat):
     persona = Persona("Chorus", "the team's memory keeper", "warm", "who is celebrating what")
     w = make_writer(chat, [
-        actions(add("Alice", "Alice", "Alice started a new job as a nurse at St Mary's hospital")),
+        actions(add("Alice", "Alice", "Alice started a new job as a nurse at St Mary's hospital"),
+                add("Bob", "Bob", "Bob is looking for a job in graphic design")),
         json.dumps({"insights": [
-            {"content": "Alice has a new nurse job worth celebrating", "cites": ["F1"]},
+            # What two facts say together; each word is in them, and it is a quote of neither.
+            {"content": "Alice started a new job as a nurse and Bob is looking for a job",
+             "cites": ["F1", "F2"]},
             {"content": "Unrelated musing about the weather", "cites": ["F1"]},
             {"content": "Something", "cites": ["F7"]}]})])
     w.persona = persona
@@ -150,26 +158,32 @@ def test_persona_insights_cite_facts(chat):
     insight = w.records.heads([sid], layers=["persona_insight"])
     assert len(insight) == 1
     facts = w.records.cited_facts(insight[0].id)
-    assert [f.content for f in facts] == ["Alice started a new job as a nurse at St Mary's hospital"]
-    assert w.records.get([insight[0].id], with_sources=True)[0].sources == facts[0].sources
-    assert res.rejected == 2
+    assert sorted(f.content for f in facts) == ["Alice started a new job as a nurse at St Mary's hospital",
+                                                "Bob is looking for a job in graphic design"]
+    assert sorted(w.records.get([insight[0].id], with_sources=True)[0].sources) == sorted(
+        s for f in facts for s in w.records.get([f.id], with_sources=True)[0].sources)
+    rejected = [x["reason"] for x in _rejections(chat)]
+    assert any("does not rest on them" in r for r in rejected) and any("F7" in r for r in rejected)
 
 
 def test_deleting_source_message_retracts_records_and_insights(chat):
     w = make_writer(chat, [
         actions(add("Alice", "Alice", "Alice started a new job as a nurse at St Mary's hospital"),
                 add("Bob", "Bob", "Bob is looking for a job in graphic design")),
-        json.dumps({"insights": [{"content": "Alice's nurse job is news", "cites": ["F1"]}]})])
+        json.dumps({"insights": [{"content": "Alice started a new job as a nurse and Bob is looking for a job",
+                                  "cites": ["F1", "F2"]}]})])
     w.persona = Persona("Chorus", "keeper", "warm", "news")
     w.run_pending()
     sid = chat.scopes()[0].id
-    assert w.records.count(sid) == 3
+    person = lambda: sorted((h.owner, h.layer) for h in w.records.heads([sid])  # noqa: E731
+                            if h.owner in ("alice", "bob") or h.layer == "persona_insight")
+    assert person() == [("GROUP", "persona_insight"), ("alice", "per_speaker_core"), ("bob", "per_speaker_core")]
     chat.delete(KEY, "1")
-    left = w.records.heads([sid])
-    assert [h.owner for h in left] == ["bob"]
+    # The insight rests on Alice's fact too, so it goes with it.
+    assert person() == [("bob", "per_speaker_core")]
     # An edit that removes the grounded words retracts too.
     chat.edit(KEY, "2", "never mind")
-    assert w.records.heads([sid]) == []
+    assert person() == []
 
 
 def test_verify_without_model_is_deterministic(chat):
@@ -218,8 +232,9 @@ def test_truncated_output_keeps_complete_actions_and_says_so(chat):
 
 
 def test_msg_hint_picks_provenance(chat):
-    w = make_writer(chat, [actions({**add("GROUP", "Bob", "Tacos on Friday at 8", "group_interaction", "decision"),
-                                    "msg": 4})])
+    # "Tacos on Friday at 8" grounds in messages 3 and 4 alike; the model's hint picks 4.
+    w = make_writer(chat, [actions({**add("Bob", "Bob", "Tacos on Friday at 8", "per_speaker_core", "stance"),
+                                    "msg": 4})], cues=False)
     w.run_pending()
     rec = w.records.heads([chat.scopes()[0].id])[0]
     assert chat.messages(w.records.get([rec.id], with_sources=True)[0].sources)[0].msg_id == "4"

@@ -40,8 +40,11 @@ def written(tmp_path):
     attach(store, records)
     out = json.dumps({"actions": [
         {"op": "ADD", "msg": 1, "owner": "Alice", "layer": "per_speaker_core", "utype": "fact"},
-        {"op": "ADD", "msg": 2, "owner": "Bob", "layer": "per_speaker_profile", "utype": "fact"}]})
-    Writer(store, ScriptedLLM([out]), config=WriterConfig(extractive=True), records=records).run_pending(force=True)
+        {"op": "ADD", "msg": 2, "owner": "Bob", "layer": "per_speaker_profile", "utype": "fact"},
+        {"op": "ADD", "msg": 3, "owner": "GROUP", "layer": "group_interaction", "utype": "decision"}]})
+    # Cues off: these tests are about the scorer, so the filings are the scripted model's, through the gate.
+    Writer(store, ScriptedLLM([out]), config=WriterConfig(extractive=True, cues=False),
+           records=records).run_pending(force=True)
     store.close()
     return tmp_path / "net1.db"
 
@@ -57,7 +60,7 @@ def test_scores_owner_accuracy_coverage_layers(tmp_path, written):
     [net] = j["networks"]
     assert net["content_scored"] and net["records"] == 3 and net["reference_records"] == 4
     # Bob's message about Alice's cat is filed by the gate as Alice's profile (proposed as a profile record
-    # under Bob himself, so the owner was corrected to the one person it names); the decision came from a cue.
+    # under Bob himself, so the owner was corrected to the one person it names); the decision is a stated one.
     assert j["content_pairs"] == 3 and j["owner_accuracy_matched"] == 1.0
     assert j["reference_owner_coverage"] == 0.75        # Bob's night shifts were never said
     assert j["layers"]["group_interaction"] == {"precision": 1.0, "recall": 1.0, "matches": 1, "records": 1,

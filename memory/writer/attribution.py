@@ -14,9 +14,10 @@ proposal is rejected with the reason.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..groupacts import GroupAct
 from ..models import StoredMessage
 from ..records import GROUP_LAYERS
 from .cues import People, speaks_for_group
@@ -32,15 +33,15 @@ class Filing:
 
 
 def check_filing(owner: str, layer: str, msg: StoredMessage, window: Sequence[StoredMessage], people: People,
-                 display: dict[str, str]) -> Filing:
+                 display: dict[str, str], acts: Mapping[int, GroupAct | None]) -> Filing:
     """The filing the record may commit under (possibly corrected), or a rejection reason."""
     author = msg.author_id
     shown = lambda pid: display.get(pid, pid)  # noqa: E731
     if layer in GROUP_LAYERS:
-        basis = speaks_for_group(msg, window)
+        basis = speaks_for_group(msg, window, acts)
         if basis is None:
             return Filing(owner, layer, reason=f"a GROUP record must rest on a message that speaks for the group "
-                                               f"(decision, plan, agreement, rule or a reply thread); message "
+                                               f"(a group act by the classifier, or a reply thread); message "
                                                f"{msg.msg_id} by {shown(author)} does not")
         return Filing(owner, layer, group_basis=basis)
     referenced = people.referenced(msg, window)

@@ -12,12 +12,13 @@ exactly these; the proposals then pass the same verification as the model's.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..groupacts import CHANGE_WORDS, GroupAct
 from ..models import StoredMessage
 from ..people import People
-from ..records import GROUP
+from ..records import GROUP, GROUP_ACT_UTYPES, Record
 from .grounding import content_terms
 
 # A first-person message with at least this many content words is a self-report worth a core record.
@@ -28,24 +29,13 @@ SELF_REPORT_MIN_WORDS = 6
 ABOUT_MIN_WORDS = 3
 
 _I = r"(?:I|I'll|I will|I'm|I am|I've|I can|I'd|my|me)"
-DECISION = re.compile(
-    r"\b(decision|decided|agreed|agree(?:d)? on|it'?s settled|settled on|final (?:answer|plan|call)|done deal"
-    r"|we'?re going with|locked in|that'?s the plan|it'?s a plan|(?:is|are|all) (?:confirmed|booked)|confirmed for"
-    r"|booked for)\b|\b\w+ it is\b[.!]?", re.I)
-NORM = re.compile(
-    r"\b(rules? ?(?:for|of|is|are|:)|(?:house|ground|new|one|golden|the|our) rules?|from now on"
-    r"|(?:anyone|whoever|whoever's|the first one) (?:who )?\w* ?"
-    r"(?:buys|pays|owes|has to|must|gets|loses|brings)|no one (?:is allowed|gets)|nobody (?:is allowed|gets|talks"
-    r"|brings)|everyone (?:has to|must|needs to)|we always|we never|tradition"
-    r"|no (?:talking|phones|work talk|shop talk|plus[- ]ones|cancelling|cancellations|excuses))\b", re.I)
 DATE = re.compile(
     r"\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(today|tonight|tomorrow|weekend|next week|next month"
     r"|this week|this evening|morning|afternoon|evening)\b|\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b|\b\d{1,2}:\d\d\b"
     r"|\b\d{1,2}(?:st|nd|rd|th)\b|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\s+\d{1,2}\b", re.I)
 PLAN = re.compile(r"\b(let'?s|plan(?:s|ned|ning)?|going to|gonna|will|'ll|meet(?:ing)?|booked|book|schedul\w*"
                   r"|see you)\b", re.I)
-CHANGE = re.compile(r"\b(change of plans?|moved to|moving to|postponed?|reschedul\w*|cancel+(?:ed|ing)?|called off"
-                    r"|pushed (?:back|to)|no longer|not anymore|instead|switched to|changed my mind)\b", re.I)
+CHANGE = CHANGE_WORDS
 RESPONSIBLE_SELF = re.compile(
     r"\bI(?:'ll| will| can| am going to|'m going to|'m| am) (?:book|bring|pick|buy|get|handle|sort|organi[sz]e"
     r"|drive|call|cook|pay|host|make|take care|grab|collect|send|order|set up|reserve|arrange|cover)\w*\b", re.I)
@@ -56,9 +46,6 @@ STANCE = re.compile(
     r"\b(?:I|I'd|I'm|I am|I really|I still|I do(?:n't)?)\s+(?:prefer|vote|think|love|hate|like|don't like|can't stand"
     r"|can't do|can't eat|would rather|'d rather|rather|want|need|am against|am for|am not|believe|feel)\b"
     r"|\b(?:works|fine|okay|ok|good) (?:for|with) me\b|\bI'?m (?:in|out|not)\b|\bcount me (?:in|out)\b", re.I)
-AGREE = re.compile(r"\b(works for me|sounds good|I'?m in|count me in|deal|agreed|same here|fine by me|(?:okay|ok|fine) "
-                   r"with me|see you there)\b", re.I)
-LETS = re.compile(r"\blet'?s\b|\bshall we\b|\bsee (?:you|everyone) (?:all|there)\b", re.I)
 FIRST_PERSON = re.compile(r"\b(I|I'm|I'll|I've|I'd|my|mine|myself)\b", re.I)
 YOU = re.compile(r"\b(you|your|you're|you've|you'll|you'd|yours|yourself)\b", re.I)
 # What follows a member's name when the sentence says something about them ("Jordan used to …", "Priya's job").
@@ -80,80 +67,155 @@ def thread_members(msg: StoredMessage, window: Sequence[StoredMessage]) -> int:
     return len({m.author_id for m in window if m.reply_to == msg.msg_id and m.author_id != msg.author_id})
 
 
-def speaks_for_group(msg: StoredMessage, window: Sequence[StoredMessage]) -> str | None:
-    """Why a message speaks for the group (decision, plan, agreement, rule, thread), or None."""
-    text = msg.text
-    if NORM.search(text):
-        return "a rule or norm"
-    if DECISION.search(text):
-        return "a decision or agreement"
-    if DATE.search(text) and LETS.search(text):
-        return "a dated group plan"
-    if AGREE.search(text) and DATE.search(text):
-        return "an agreement to a dated plan"
+def speaks_for_group(msg: StoredMessage, window: Sequence[StoredMessage],
+                     acts: Mapping[int, GroupAct | None]) -> str | None:
+    """Why a message speaks for the group (the classifier's group act, or a thread several joined), or None."""
+    act = acts.get(msg.id)
+    if act is not None:
+        return f"a group {act.kind} (classifier score {act.score:.2f})"
     if thread_members(msg, window) >= 2:
         return "a reply thread of several members"
     return None
 
 
-def classify(msg: StoredMessage, window: Sequence[StoredMessage], people: People) -> Cue | None:
-    """The one cue a message carries, most group-relevant first; None when it carries none."""
+def classify(msg: StoredMessage, window: Sequence[StoredMessage], people: People,
+             act: GroupAct | None = None) -> Cue | None:
+    """The one cue a message carries, the group act first; None when it carries none."""
     text = msg.text
-    if NORM.search(text):
-        return Cue("norm", GROUP, "group_insight", "decision")
-    if DECISION.search(text):
-        return Cue("decision", GROUP, "group_interaction", "decision")
-    if DATE.search(text) and LETS.search(text):
-        return Cue("plan", GROUP, "group_interaction", "decision")
+    if act is not None:
+        return Cue(act.kind, GROUP, "group_interaction", act.kind if act.kind in GROUP_ACT_UTYPES else act.fallback)
     others = people.referenced(msg, window)
     for pid in people.named(text):
         if pid != msg.author_id and people.followed_by(text, pid, HAS_THE_AFTER_NAME):
-            return Cue("responsibility", pid, "per_speaker_profile", "fact")
+            return Cue("responsibility", pid, "per_speaker_profile", "task")
     if RESPONSIBLE_SELF.search(text):
-        return Cue("responsibility", msg.author_id, "per_speaker_core", "fact")
+        return Cue("responsibility", msg.author_id, "per_speaker_core", "task")
     if CHANGE.search(text) and re.search(r"\b" + _I + r"\b", text, re.I):
         return Cue("change", msg.author_id, "per_speaker_core", "fact")
     if DATE.search(text) and PLAN.search(text) and re.search(r"\b" + _I + r"\b", text, re.I):
-        return Cue("plan", msg.author_id, "per_speaker_core", "fact")
-    if STANCE.search(text) and not others:
-        return Cue("stance", msg.author_id, "per_speaker_core", "stance")
-    if (FIRST_PERSON.search(text) and not text.rstrip().endswith("?")
-            and len(content_terms(text)) >= SELF_REPORT_MIN_WORDS):
-        return Cue("self", msg.author_id, "per_speaker_core", "fact")
-    about = about_member(msg, people)
+        return Cue("plan", msg.author_id, "per_speaker_core", "plan")
+    about = about_member(msg, window, people)
     if about is not None:
         return Cue("about", about, "per_speaker_profile", "observation")
+    if STANCE.search(text) and not others:
+        return Cue("stance", msg.author_id, "per_speaker_core", "stance")
+    if (not text.rstrip().endswith("?") and len(content_terms(text)) >= SELF_REPORT_MIN_WORDS
+            and (FIRST_PERSON.search(text) or (not others and people.non_members(text)))):
+        # The author's own news, or news of someone in their life who is not a member ("Anna got the job"):
+        # a person outside the roster has no records of their own, so it is the author's core record.
+        return Cue("self", msg.author_id, "per_speaker_core", "fact")
     return None
 
 
-def about_member(msg: StoredMessage, people: People) -> str | None:
-    """The one other member a message speaks to or about, when its author says nothing of themself.
+def about_member(msg: StoredMessage, window: Sequence[StoredMessage], people: People) -> str | None:
+    """The one other member a message speaks to or about: SpeakerMem-R1 files what A says about or to B
+    under B's profile.
 
-    SpeakerMem-R1 files "A says something about B" under B's profile. Only the clear form counts: exactly
-    one other member named, no first person, and the member addressed ("you", "your") or the subject of a
-    statement ("Jordan used to …", "Priya's job …"). A message that also speaks of its author stays theirs.
+    Who is named comes from ``People`` (roster names, first names, aliases, ids, @mentions; the author of
+    the message replied to when none is named) and spaCy NER (a person who is not a member). Only the
+    clear form counts: exactly one person, a member other than the author, and either addressed in the
+    second person at least as often as the author speaks of themself ("Marcus I saw you limping, the knee
+    has been bothering you") or the subject of a statement without first person ("Jordan used to …",
+    "Priya's job …"). A message that mostly speaks of its author stays theirs.
     """
     text = msg.text
-    if FIRST_PERSON.search(text) or len(content_terms(text)) < ABOUT_MIN_WORDS:
+    if len(content_terms(text)) < ABOUT_MIN_WORDS:
         return None
     named = [p for p in people.named(text) if p != msg.author_id]
-    if len(named) != 1:
+    if not named and YOU.search(text):
+        named = [p for p in people.referenced(msg, window) if p != msg.author_id]
+    if len(named) != 1 or people.non_members(text):
         return None
-    if YOU.search(text) or people.followed_by(text, named[0], ABOUT_NAMED):
+    me, you = len(FIRST_PERSON.findall(text)), len(YOU.findall(text))
+    if you and you >= me:
+        return named[0]
+    if not me and people.followed_by(text, named[0], ABOUT_NAMED):
         return named[0]
     return None
 
 
-def propose(window: Sequence[StoredMessage], people: People, names: dict[str, str]) -> list[dict]:
-    """Cue proposals in the extractive action format (``msg`` is 1-based), one per cued message."""
+# Entity kinds whose value a change replaces (spaCy NER, memory/nlp.py): the day or hour, the place, the amount.
+CHANGED_KINDS = ("time", "place", "amount")
+
+
+def changes(text: str, old: str) -> bool:
+    """Whether ``text`` changes what ``old`` says, rather than repeating or confirming it: it says so in words
+    ("moved to", "scratch that", "instead": CHANGE_WORDS), or it gives a day, hour, place or amount where
+    ``old`` gives a different one. "Booking is confirmed for 7pm" does not change "... at 7pm"."""
+    if CHANGE_WORDS.search(text):
+        return True
+    try:
+        from ..nlp import parse_many
+
+        new, was = parse_many([text, old])
+    except Exception:  # noqa: BLE001 - without spaCy only the words can say it is a change
+        return False
+    before: dict[str, set[str]] = {}
+    for e in was.entities:
+        before.setdefault(e.kind, set()).add(e.text.casefold())
+    return any(e.kind in CHANGED_KINDS and e.kind in before and e.text.casefold() not in before[e.kind]
+               for e in new.entities)
+
+
+def changed_record(msg: StoredMessage, heads: Sequence[Record], owner: str = GROUP,
+                   layer: str = "group_interaction", min_shared: int = 1) -> Record | None:
+    """The current record of ``owner`` in ``layer`` that ``msg`` revises: of those on its topic (sharing at
+    least ``min_shared`` content words that are not a day or an hour) and that it changes (``changes``), the
+    one sharing most words, the latest on a tie; None when it changes none."""
+    words = content_terms(msg.text)
+    when = content_terms(" ".join(m.group(0) for m in DATE.finditer(msg.text)))
+    best: tuple[int, float, Record] | None = None
+    for h in heads:
+        if h.owner != owner or h.layer != layer or h.ts > msg.ts:
+            continue
+        common = words & content_terms(h.content)
+        shared = len(common)
+        # The topic is what, not when: sharing only a day or an hour ("Friday") is not the same plan.
+        on_topic = len(common - when) >= min_shared
+        if on_topic and (best is None or (shared, h.ts) > best[:2]) and changes(msg.text, h.content):
+            best = (shared, h.ts, h)
+    return best[2] if best else None
+
+
+# A person's own record is revised by their later word on the same thing ("the budget held, two records" after
+# "four records"): two topic words, since one person says many things that share one word.
+PERSON_TOPIC_WORDS = 2
+
+
+def propose(window: Sequence[StoredMessage], people: People, names: dict[str, str],
+            acts: Mapping[int, GroupAct | None] | None = None, heads: Sequence[Record] = ()) -> list[dict]:
+    """Cue proposals in the extractive action format (``msg`` is 1-based), one per cued message.
+
+    A group act that changes an earlier plan, decision or norm is an UPDATE of that GROUP record, so the
+    chain keeps the old version and the new one; with none to revise it is a new GROUP plan."""
+    acts = acts or {}
     out: list[dict] = []
     for n, msg in enumerate(window, 1):
         if msg.to_bot:
             continue
-        cue = classify(msg, window, people)
+        act = acts.get(msg.id)
+        cue = classify(msg, window, people, act)
         if cue is None:
             continue
+        if act is not None and act.kind == "change":
+            target = changed_record(msg, heads)
+            if target is not None:
+                out.append({"op": "UPDATE", "msg": n, "entry_id": f"E{target.id}", "proposer": "groupacts:change"})
+                continue
+            if FIRST_PERSON.search(msg.text) and not WE.search(msg.text):
+                # A change that revises no group record and speaks of its author alone ("my physio moved to
+                # Friday", "change of plan on my side") is the author's own news: the person cues file it.
+                act = None
+                cue = classify(msg, window, people)
+                if cue is None:
+                    continue
+        if act is None and cue.layer == "per_speaker_core" and cue.owner == msg.author_id:
+            target = changed_record(msg, heads, msg.author_id, "per_speaker_core", PERSON_TOPIC_WORDS)
+            if target is not None and target.session != msg.session:
+                out.append({"op": "UPDATE", "msg": n, "entry_id": f"E{target.id}", "proposer": f"cues:{cue.kind}"})
+                continue
         owner = GROUP if cue.owner == GROUP else names.get(cue.owner, cue.owner)
+        proposer = f"groupacts:{cue.kind}" if act is not None else f"cues:{cue.kind}"
         out.append({"op": "ADD", "msg": n, "owner": owner, "layer": cue.layer, "utype": cue.utype,
-                    "proposer": f"cues:{cue.kind}"})
+                    "proposer": proposer})
     return out

@@ -114,6 +114,12 @@ class DuplicateIndex:
         return None
 
 
+def quotes(a: str, b: str) -> bool:
+    """``a`` is a quote of ``b``: the same statement worded (almost) the same way, or a run of its words."""
+    norm = lambda t: " " + " ".join(re.findall(r"\w+", t.casefold())) + " "  # noqa: E731
+    return near_duplicate(a, b) or (len(norm(a).split()) >= 2 and norm(a) in norm(b))
+
+
 def contained(a: str, b: str, threshold: float = 0.85) -> bool:
     """One statement says (almost) nothing the other does not: the shorter's words sit in the longer."""
     ta, tb = content_terms(a), content_terms(b)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import GROUP, INSIGHT_LAYER, PERSONA, NewRecord
-from .grounding import content_terms, near_duplicate
+from .grounding import content_terms, near_duplicate, quotes
 from .verify import Rejection
 
 MAX_INSIGHTS = 3
@@ -28,6 +28,19 @@ def not_about_chat(content: str) -> str | None:
         return f"reads as the bot talking about itself ({m.group(0)!r}), not a statement about the chat"
     if content.rstrip().endswith("?"):
         return "is a question, not a statement about the chat"
+    return None
+
+
+def not_supported(content: str, cited: Sequence[NewRecord]) -> str | None:
+    """Why an insight says nothing its facts support, or None: the replies' support check against the cited
+    facts (memory/query/support.py), and it must say more than a quote of one of them."""
+    from ..query.support import check_sentence  # the same check a reply's model sentence passes
+
+    result = check_sentence(content, {n: f.content for n, f in enumerate(cited, 1)})
+    if not result.ok:
+        return f"fails the support check against the facts it cites ({result.reason})"
+    if any(quotes(content, f.content) for f in cited):
+        return "quotes one fact instead of saying what the facts mean"
     return None
 
 
@@ -96,6 +109,10 @@ def verify_insights(data: Any, facts: Sequence[NewRecord], existing: Sequence[st
         off = not_about_chat(content)
         if off:
             rejected.append(Rejection(item, off))
+            continue
+        unsupported = not_supported(content, cited)
+        if unsupported:
+            rejected.append(Rejection(item, unsupported))
             continue
         if any(near_duplicate(content, e) for e in existing) or any(near_duplicate(content, a.content)
                                                                     for a, _ in accepted):

@@ -8,10 +8,11 @@ can read in ``writer_runs``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..groupacts import GroupAct, classifier
 from ..models import StoredMessage
 from ..records import (
     GROUP,
@@ -24,7 +25,7 @@ from ..records import (
 from ..store import Person
 from .attribution import check_filing
 from .cues import People
-from .grounding import DuplicateIndex, contained, ground, near_duplicate, steering_reason
+from .grounding import DuplicateIndex, contained, ground, near_duplicate, quotes, steering_reason
 from .schema import MAX_CONTENT_CHARS, Add, Noop, validate_action  # noqa: F401  (MAX_CONTENT_CHARS re-exported)
 
 
@@ -105,10 +106,50 @@ def salvage_actions(raw: str) -> list[Any]:
         items.append(obj)
 
 
+class LazyActs(Mapping[int, "GroupAct | None"]):
+    """The window's group acts, classified on first use (a window with no GROUP proposal never pays for it)."""
+
+    def __init__(self, window: Sequence[StoredMessage]) -> None:
+        self.window = window
+        self._acts: dict[int, GroupAct | None] | None = None
+
+    def _all(self) -> dict[int, GroupAct | None]:
+        if self._acts is None:
+            self._acts = dict(zip((m.id for m in self.window), classifier().classify(self.window)))
+        return self._acts
+
+    def __getitem__(self, key: int) -> GroupAct | None:
+        return self._all()[key]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self.window)
+
+
+def insight_says_nothing(content: str, message: str) -> str | None:
+    """Why an insight (a GROUP interpretation) says nothing, or None: it must pass the replies' support check
+    against its message and not be a quote of it (an extractive record always is)."""
+    from ..query.support import check_sentence
+
+    result = check_sentence(content, {1: message})
+    if not result.ok:
+        return f"fails the support check against message it rests on ({result.reason})"
+    if quotes(content, message):
+        return "quotes its one message instead of saying what it means"
+    return None
+
+
 def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: RosterIndex,
-           heads: dict[int, Record], threshold: float, scope_id: int) -> Verdict:
-    """Check each proposed action; return what may be committed and why the rest may not."""
+           heads: dict[int, Record], threshold: float, scope_id: int,
+           group_acts: Mapping[int, GroupAct | None] | None = None) -> Verdict:
+    """Check each proposed action; return what may be committed and why the rest may not.
+
+    ``group_acts`` (message store id -> act) is the classifier's reading of the window, which a GROUP
+    record's message must be; the writer passes the one it computed, others get it on first need."""
     verdict = Verdict()
+    acts = group_acts if group_acts is not None else LazyActs(window)
     limit = max_actions(len(window))
     texts = [m.text for m in window]
     steering = [steering_reason(t) for t in texts]
@@ -119,7 +160,7 @@ def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: Roste
         if n >= limit:
             verdict.rejected.append(Rejection(action, f"over the limit of {limit} actions for {len(window)} messages"))
             continue
-        reason, rec = _check(action, window, texts, steering, roster, heads, current, threshold, scope_id)
+        reason, rec = _check(action, window, texts, steering, roster, heads, current, threshold, scope_id, acts)
         if rec is None and reason == "noop":
             verdict.noops += 1
             continue
@@ -144,7 +185,7 @@ def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: Roste
 
 def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steering: list[str | None],
            roster: RosterIndex, heads: dict[int, Record], current: DuplicateIndex, threshold: float,
-           scope_id: int) -> tuple[str | None, NewRecord | None]:
+           scope_id: int, acts: Mapping[int, GroupAct | None]) -> tuple[str | None, NewRecord | None]:
     model, why = validate_action(action)
     if model is None:
         return why, None
@@ -200,14 +241,24 @@ def _check(action: Any, window: Sequence[StoredMessage], texts: list[str], steer
         # Attribution must match who actually wrote the supporting message.
         shown = roster.display.get(msg.author_id, msg.author_id)
         return f"source {action.get('source')!r} did not write the supporting message (it was {shown})", None
+    if target is not None and owner == GROUP:
+        # A revision of a GROUP record is the group's act too, and its new version is sourced to whoever made it.
+        filing = check_filing(owner, layer, msg, window, roster.people, roster.display, acts)
+        if filing.reason:
+            return filing.reason, None
+        source = msg.author_id
     if target is not None and owner != GROUP and source != msg.author_id:
         # A revision inherits its record's source: someone else's words cannot revise a person's record.
         shown = roster.display.get(msg.author_id, msg.author_id)
         return (f"UPDATE of E{target.id} would put words of {shown} under {roster.display.get(source, source)}'s "
                 "name; add a record sourced to its author instead"), None
+    if layer == "group_insight":
+        why = insight_says_nothing(content, msg.text)
+        if why:
+            return f"a group insight {why}", None
     corrections: list[str] = []
     if target is None:
-        filing = check_filing(owner, layer, msg, window, roster.people, roster.display)
+        filing = check_filing(owner, layer, msg, window, roster.people, roster.display, acts)
         if filing.reason:
             return filing.reason, None
         owner, layer, corrections = filing.owner, filing.layer, filing.corrections

@@ -16,6 +16,7 @@ from functools import partial
 
 from ..db import named
 from ..errors import ModelError, ModelOutputError
+from ..groupacts import MODEL_PATH, GroupActClassifier, classifier
 from ..llm.base import BACKGROUND, LLM, Completion
 from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
 from ..llm.prompts_chat import insight_messages, writer_messages
@@ -45,6 +46,9 @@ class WriterConfig:
     idle_gap_s: float = 1800.0
     extractive: bool = False  # records quote their message (for tiny models); see prompt.action_schema
     cues: bool = True  # deterministic cue proposals (decisions, norms, plans, ...) beside the model's; see cues.py
+    group_acts_model: str = ""  # the group-act model file (memory/groupacts.py); empty: the shipped one
+    # Persona insights: off for the embedded 270M model, whose insights fail the support check (bot/app.py).
+    insights: bool = True
 
 
 @dataclass
@@ -93,8 +97,9 @@ class Writer:
 
     def __init__(self, store: Store, llm: LLM, *, config: WriterConfig | None = None,
                  persona: Persona | None = None, records: Records | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, group_acts: GroupActClassifier | None = None) -> None:
         self.store = store
+        self.group_acts = group_acts  # None: the shipped model file, read with the store's MiniLM
         self.llm = llm
         self.config = config or WriterConfig()
         self.persona = persona
@@ -202,12 +207,15 @@ class Writer:
         except ValueError as exc:
             return self._fail(window, started, t0, f"model output rejected: {exc}", raw, completion)
 
-        cue_actions = propose_cues(inputs, roster.people, names) if self.config.cues else []
+        classify = (self.group_acts or classifier(self.store.embedder, self.config.group_acts_model or MODEL_PATH)
+                    ).classify
+        acts = dict(zip((m.id for m in inputs), classify(inputs)))
+        cue_actions = propose_cues(inputs, roster.people, names, acts, all_heads) if self.config.cues else []
         fill_quotes(cue_actions, inputs, names)
         if self.config.extractive:
             fill_quotes(actions, inputs, names)
         heads = {h.id: h for h in all_heads}
-        check = partial(verify, window=inputs, roster=roster, heads=heads,
+        check = partial(verify, window=inputs, roster=roster, heads=heads, group_acts=acts,
                         threshold=self.config.grounding_threshold, scope_id=window.scope_id)
         if self.config.extractive:
             # Cues first: a quote can be filed once, and the cue's filing of a decision or rule is the checked one.
@@ -228,7 +236,7 @@ class Writer:
         insights: list[tuple[NewRecord, list[int]]] = []
         insight_completion: Completion | None = None
         facts = [r for r in verdict.accepted]
-        if self.persona is not None and facts:
+        if self.persona is not None and self.config.insights and facts:
             try:
                 existing = [h.content for h in all_heads if h.layer == INSIGHT_LAYER]
                 insight_completion = generate(
