@@ -303,6 +303,11 @@ def _roster_members(store: Store, scope_ids: Sequence[int], bots: set[str]) -> l
     return [Member(pid, names) for pid, names in people.items()]
 
 
+def _counts(act: GroupAct, config: CatchupConfig) -> bool:
+    """Whether an act is confident enough for a digest: scored high enough, or stated outright (a rule)."""
+    return act.score >= config.min_score or act.basis != "classifier"
+
+
 def _stated(store: Store, scope_ids: Sequence[int], since: float, uncovered: list[Row], classify: Classifier,
             config: CatchupConfig, used: set[int], texts: _Texts) -> list[DigestLine]:
     """Lines from messages that state a group act; a change replaces the line of what it changes."""
@@ -310,10 +315,10 @@ def _stated(store: Store, scope_ids: Sequence[int], since: float, uncovered: lis
     before = _lookback(store, scope_ids, since, config.lookback) if config.lookback else []
     earlier: list[tuple[StoredMessage, str]] = []  # statements a later change may replace, oldest first
     prior = [(r, act) for r, act in zip(before, classified(store, before, classify, texts))
-             if act is not None and act.kind in ("decision", "plan", "norm") and act.score >= config.min_score]
+             if act is not None and act.kind in ("decision", "plan", "norm") and _counts(act, config)]
     found = texts.get([r.id for r, _ in prior])
     earlier += [(found[r.id], act.kind) for r, act in prior if r.id in found]
-    stating = texts.get([r.id for r, act in zip(uncovered, acts) if act is not None and act.score >= config.min_score])
+    stating = texts.get([r.id for r, act in zip(uncovered, acts) if act is not None and _counts(act, config)])
     out: list[DigestLine] = []
     by_msg: dict[int, DigestLine] = {}
     for r, act in zip(uncovered, acts):
