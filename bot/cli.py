@@ -119,9 +119,6 @@ TRAIN: tuple[CliCommand, ...] = (
         Arg("--models", "where the shipped models are written (default: memory/query/models)"),
         Arg("--no-locomo", "skip LoCoMo (held out only; it is never trained on)", type=bool),
         Arg("--limit", "only the first N conversations of each dataset (a quick check)", type=int))),
-)
-
-TRAIN: tuple[CliCommand, ...] = (
     Command("groupacts", "fit the group-act classifier (decisions, plans, norms, tasks, changes) on the reference "
                          "writer, report it leave-networks-out, write the model file", eval_commands.train_groupacts, (
         Arg("--data", "SocialMemBench networks (folder or file)", default="../shared/data/socialmembench"),
