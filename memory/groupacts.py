@@ -148,6 +148,11 @@ def _dated(texts: Sequence[str]) -> list[bool]:
         return [False] * len(texts)
 
 
+def asks(text: str) -> bool:
+    """Whether a message ends by asking something (its last sentence is a question)."""
+    return text.rstrip().rstrip(")").rstrip().endswith("?")
+
+
 class GroupActClassifier:
     """The exported model plus an embedder; classifies a window of messages in one call."""
 
@@ -217,7 +222,8 @@ class GroupActClassifier:
             # A message that states a rule or a decision as such is one whatever the score (3 labelled norms
             # are too few to learn; no labelled message says "decision:").
             said = stated(m.text)
-            if said is None and (i not in keep or own_news(m.text)):
+            # A question asks for a decision, a plan or a task; it does not settle one ("Sam, are you coming?").
+            if said is None and (i not in keep or own_news(m.text) or asks(m.text)):
                 out.append(None)
                 continue
             kind, fallback = self._kind(m.text, kinds[i])
