@@ -103,12 +103,14 @@ def key_of(s: int) -> ScopeKey:
 
 
 def nonces(text: str, question: str = "") -> set[int]:
-    """Scope indexes whose unique words appear in ``text`` (not counting the question quoted back)."""
+    """Scope indexes whose unique words appear in ``text`` (not counting the question, or any word of it,
+    quoted back: "Nobody in this channel has mentioned nz5q3" tells the asker only what they typed)."""
     q = question.strip()
     for quoted in (q, q[:100], q[:60], " ".join(q.split())):
         if quoted:
             text = text.replace(quoted, "")
-    return {int(m.group(1)) for m in NONCE.finditer(text)}
+    asked = {m.group(0) for m in NONCE.finditer(q)}
+    return {int(m.group(1)) for m in NONCE.finditer(text) if m.group(0) not in asked}
 
 
 def question_for(kind: str, msgs: list[Message], pick: int) -> str:
