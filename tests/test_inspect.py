@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -105,12 +106,15 @@ class Server:
         cmd = [sys.executable, "-m", "bot", "inspect", "--store", str(store), "--port", str(self.port)]
         if token_env:
             cmd += ["--token-env", token_env]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+        # Its output goes to a file: an unread pipe fills up and blocks the server mid-request.
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=self.log,
                                      stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"chorus inspect exited: {self.proc.stdout.read()}")
+                self.log.seek(0)
+                raise AssertionError(f"chorus inspect exited: {self.log.read()}")
             try:
                 urllib.request.urlopen(self.base + "/-/versions.json", timeout=2)
                 return
@@ -123,6 +127,7 @@ class Server:
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+        self.log.close()
 
 
 @pytest.fixture(scope="module")

@@ -259,7 +259,8 @@ def test_demo_questions_with_the_shipped_model(tmp_path, embedder):
         key = ScopeKey("console", "local", "general")
         for question, first, words in DEMO:
             reply = bot.ask(key, question)
-            assert first in bot.store.messages([reply.citations[0].message_id])[0].text, reply.text
+            shown = [bot.store.messages([c.message_id])[0].text for c in reply.citations[:2]]
+            assert any(first in t for t in shown), reply.text
             assert all(w.casefold() in reply.text.casefold() for w in words), reply.text
             if reply.data["generated"]:  # a sentence the model wrote passed the support check
                 assert reply.text.startswith(reply.data["generated"])
