@@ -166,7 +166,9 @@ def catchup(args: argparse.Namespace, settings: Settings) -> int:
     from .catchup import Catchup
 
     with Bot(settings, load_models=False) as bot:
-        key = parse_scope(args.scope)
+        key = chosen_scope(bot, args.scope)
+        if key is None:
+            return 2
         print(Catchup(bot).reply(key, args.member, "", args.since or "", show_all=args.all,
                                  where=f"#{key.channel}").text)
     return 0
