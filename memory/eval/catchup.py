@@ -155,7 +155,7 @@ def _baseline_bm25(case: Case, n: int) -> set[str]:
             t = scopeindex.MESSAGES.table(sid)
             found += conn.execute(
                 f"SELECT bm25({t}), f.rowid FROM {t} f JOIN messages m ON m.id = f.rowid WHERE {t} MATCH ? "
-                "AND m.ts > ? AND m.ts <= ? AND m.author_id != ? ORDER BY bm25({t}) LIMIT ?",
+                f"AND m.ts > ? AND m.ts <= ? AND m.author_id != ? ORDER BY bm25({t}) LIMIT ?",
                 (query, case.since, case.until, case.member.person_id, n)).fetchall()
     ids = [i for _, i in sorted(found)[:n]]
     return {m.msg_id for m in case.store.messages(ids)}
