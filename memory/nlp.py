@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -53,7 +53,6 @@ class Parsed:
     """What one text holds: its entities and a few word-class facts the reply reads."""
 
     entities: tuple[Entity, ...]
-    proper_nouns: tuple[str, ...]  # PROPN tokens not inside an entity (names spaCy did not label)
     has_reason: bool  # a causal clause: "because", "since", "so that", "due to"
     has_place: bool = False  # a locative phrase: "by the river", "at Ana's flat", "to the station"
 
@@ -83,8 +82,6 @@ _PLACE_PREPS = frozenset({"at", "by", "in", "near", "outside", "inside", "to", "
 
 def _parse_doc(doc: Any) -> Parsed:
     ents = tuple(Entity(e.text, e.label_) for e in doc.ents)
-    in_ent = {t.i for e in doc.ents for t in e}
-    propn = tuple(t.text for t in doc if t.pos_ == "PROPN" and t.i not in in_ent and len(t.text) > 1)
     # A causal clause: a subordinating "because/since/as" (dep mark, or prep for "because of"), or "due to".
     reason = any(t.lower_ in _REASON_MARKS and t.dep_ in ("mark", "prep") for t in doc) \
         or any(t.lower_ == "due" and t.i + 1 < len(doc) and doc[t.i + 1].lower_ == "to" for t in doc) \
@@ -93,7 +90,7 @@ def _parse_doc(doc: Any) -> Parsed:
         c.dep_ == "pobj" and c.pos_ in ("NOUN", "PROPN") and c.ent_type_ not in ("DATE", "TIME", "CARDINAL",
                                                                                 "MONEY", "QUANTITY", "PERCENT")
         for c in t.children) for t in doc)
-    return Parsed(ents, propn, reason, place)
+    return Parsed(ents, reason, place)
 
 
 class _Cache:
@@ -150,8 +147,3 @@ def doc(text: str) -> Any:
     nlp = pipeline()
     with _run_lock:
         return nlp(_safe(text))
-
-
-def person_names(texts: Iterable[str]) -> list[str]:
-    """PERSON entities over ``texts`` (the people a chat mentions who may not be members)."""
-    return [e.text for p in parse_many(list(texts)) for e in p.entities if e.label == "PERSON"]
