@@ -79,13 +79,13 @@ def collect(dataset: str, data: str | Path | None, embedder: Embedder, *, limit:
                 variants.append((frozenset(by_msg[g] for g in gold if g in by_msg), True))
             for exclude, cf in variants:
                 pack, _, _ = answerer.prepare(cs.scope_ids, q.question, asked_at=cs.asked_at, exclude=exclude)
-                cands, x = answerer.candidates(cs.scope_ids, pack, exclude)
+                cands, x, stats = answerer.candidates(cs.scope_ids, pack, exclude)
                 ids = [c.message.msg_id for c in cands]
                 out.append(Example(
                     dataset=label or dataset, conversation=cs.conv.id, qid=q.id, category=str(q.category),
                     question=pack.question, x=x, labels=np.asarray([1 if i in gold else 0 for i in ids], dtype=np.int8),
                     cand_ids=ids, search_top=[h.message.msg_id for h in pack.hits[:10]], gold=gold,
-                    vocab_share=answerer.vocab_share(cs.scope_ids, pack.question.stems, exclude),
+                    vocab_share=answerer.vocab_share(cs.scope_ids, pack.question.stems, exclude, stats),
                     answerable=answerable and not cf, counterfactual=cf))
     bar.close()
     if cache is not None:

@@ -174,8 +174,9 @@ class Answerer:
         return ans
 
     def candidates(self, scope_ids: list[int], pack: EvidencePack, exclude: frozenset[int] = frozenset()
-                   ) -> tuple[list[Candidate], np.ndarray]:
-        """The pack's candidates with their context, and their features (what the reranker and training read)."""
+                   ) -> tuple[list[Candidate], np.ndarray, tuple[int, dict[str, int]]]:
+        """The pack's candidates with their context, their features (what the reranker and training read),
+        and the visible scopes' document frequencies of the question's topic stems (read once, used twice)."""
         q = pack.question
         roster = pack.roster if pack.roster is not None else self.roster(scope_ids)
         extra: list[StoredMessage] = []
@@ -188,19 +189,20 @@ class Answerer:
         cands = gather(self.store, pack.hits, exclude=exclude, extra=extra)
         ids = {m.id for c in cands for m in (c.message, *c.prev, c.next, c.parent) if m is not None}
         sims = self.similarities(scope_ids, q.dense_text, sorted(ids))
-        weights = self.term_weights(scope_ids, q.stems)
-        return cands, features(q, cands, roster, weights, sims)
+        stats = self.doc_freqs(scope_ids, q.stems)
+        weights = self.term_weights(scope_ids, q.stems, stats)
+        return cands, features(q, cands, roster, weights, sims), stats
 
     def rank(self, scope_ids: list[int], pack: EvidencePack, exclude: frozenset[int] = frozenset()) -> Ranking:
         """The pack's candidates in context, scored by the reranker, and the decline's verdict."""
         q = pack.question
         reranker, decline = self.shipped()
-        cands, x = self.candidates(scope_ids, pack, exclude)
+        cands, x, stats = self.candidates(scope_ids, pack, exclude)
         scores = reranker.score(x)
         order = [int(i) for i in np.lexsort((np.arange(len(cands)), -scores))] if len(cands) else []
         for i, c in enumerate(cands):
             c.score = float(scores[i])
-        vocab = self.vocab_share(scope_ids, q.stems, exclude)
+        vocab = self.vocab_share(scope_ids, q.stems, exclude, stats)
         p = decline.probability(decline_features(q, x, scores, order, vocab))
         # Off topic, whatever the model says: no topic word of the question occurs in the visible chat, nobody
         # is named, and no message is even loosely close in meaning (docs/replies.md measures this gate).
@@ -265,11 +267,13 @@ class Answerer:
         stats = self.store.term_stats(scope_ids, stems)
         return stats.n or 1, {s: int(stats.df.get(s, 0)) for s in stems}
 
-    def term_weights(self, scope_ids: list[int], stems: list[str]) -> dict[str, float]:
-        """IDF of each stem over the visible scopes' messages (rare words say more about relevance)."""
+    def term_weights(self, scope_ids: list[int], stems: list[str],
+                     stats: tuple[int, dict[str, int]] | None = None) -> dict[str, float]:
+        """IDF of each stem over the visible scopes' messages (rare words say more about relevance);
+        ``stats``: their `doc_freqs` when the caller has read them."""
         if not stems:
             return {}
-        n, df = self.doc_freqs(scope_ids, stems)
+        n, df = stats if stats is not None else self.doc_freqs(scope_ids, stems)
         return {s: idf(df[s], n) for s in stems}
 
     def known_words(self, scope_ids: list[int], words: list[str]) -> set[str]:
@@ -280,14 +284,16 @@ class Answerer:
         _, df = self.doc_freqs(scope_ids, list(by_stem))
         return {by_stem[s] for s, d in df.items() if d > 0}
 
-    def vocab_share(self, scope_ids: list[int], stems: list[str], exclude: frozenset[int] = frozenset()) -> float:
+    def vocab_share(self, scope_ids: list[int], stems: list[str], exclude: frozenset[int] = frozenset(),
+                    stats: tuple[int, dict[str, int]] | None = None) -> float:
         """The share of the question's topic stems that the visible scopes' messages use at all.
 
-        ``exclude``d messages do not count (a counterfactual: the evidence taken out of the store).
+        ``exclude``d messages do not count (a counterfactual: the evidence taken out of the store);
+        ``stats``: the stems' `doc_freqs` when the caller has read them.
         """
         if not stems:
             return 1.0
-        _, df = self.doc_freqs(scope_ids, stems)
+        df = dict((stats if stats is not None else self.doc_freqs(scope_ids, stems))[1])
         if exclude:
             for m in self.store.messages(sorted(exclude)):
                 for s in set(content_stems(m.text)) & set(df):
