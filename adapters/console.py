@@ -11,16 +11,15 @@ import logging
 import re
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
 from bot.actions import Actions, Invoker
 from bot.app import Bot
 from bot.command_table import help_text, run_text
+from bot.errors import ChorusError
 from bot.replies import Reply
-from memory.datasets.jsonl import read_jsonl
-from memory.errors import ChorusError
+from bot.transcripts import demo_messages
 from memory.models import Message, ScopeKey
 
 log = logging.getLogger(__name__)
@@ -83,13 +82,10 @@ class ConsoleChat:
         """Preload the demo conversation into an empty channel."""
         if self.bot.store.scope_id(self.key) is not None:
             return 0
-        demo = resources.files("bot").joinpath("demo/demo.jsonl")
-        with resources.as_file(demo) as path:
-            messages = read_jsonl(path)
         # Ids as the console gives them ("sam: ..." speaks as the demo's Sam, not as a second person).
         moved = [Message(PLATFORM, WORKSPACE, self.channel, f"demo-{m.msg_id}", m.author_id.casefold(),
-                         m.author_name, m.text, m.ts) for m in messages]
-        return self.bot.store.ingest(moved, embed=self.bot.store.embedder is not None).inserted
+                         m.author_name, m.text, m.ts) for m in demo_messages()]
+        return self.bot.remember(moved, embed=self.bot.store.embedder is not None, default_opt_in=True).stored
 
     def run(self) -> int:
         interactive = self.stdin.isatty()
@@ -125,7 +121,7 @@ class ConsoleChat:
         speaker = self._known_name(speaker)
         msg = Message(PLATFORM, WORKSPACE, self.channel, str(next(self._ids)), speaker.casefold(), speaker,
                       text, time.time(), to_bot=asks)
-        self.bot.on_message(msg)
+        self.actions.remember(msg)
         if asks:
             self.render(self.actions.ask(self.invoker(), self._mention.sub("", text), asked_in=msg))
         return True

@@ -21,12 +21,11 @@ import discord
 from discord import app_commands
 
 from bot.actions import Actions, Invoker, guarded
+from bot.backfill import Backfiller, BackfillResult, Page
 from bot.command_table import CHAT_COMMANDS, ChatCommand, Surface
+from bot.errors import InputError
 from bot.replies import Reply, split_for_chat
-from memory.errors import InputError
 from memory.models import Message, ScopeKey
-
-from .backfill import Backfiller, BackfillResult, Page
 
 log = logging.getLogger(__name__)
 
@@ -352,7 +351,7 @@ class DiscordAdapter:
         streams = await self.history_streams(guild, channels, threads)
         if only:
             streams = [s for s in streams if s.key.channel in only or s.stream in only]
-        backfiller = Backfiller(self.actions.store, default_opt_in=self.actions.default_opt_in, executor=self.fast,
+        backfiller = Backfiller(self.actions.door, default_opt_in=self.actions.default_opt_in, executor=self.fast,
                                 since=since, **({"progress": progress} if progress is not None else {}))
         result = await backfiller.run(streams, max_pages=max_pages)
         log.info("discord backfill of guild %s: %s", guild.id, result.summary())

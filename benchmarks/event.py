@@ -256,10 +256,9 @@ def main(args: argparse.Namespace, settings: object) -> int:
         results["slack_event_ingest"] = percentiles(_slack_ingest(actions, slack_events, n))
         results["discord_event_ingest"] = percentiles(_discord_ingest(actions, discord_events, n))
         # Baselines on the same machine: the embedding alone, and the whole path with the vector
-        # written later by the backlog (what Bot.on_message would cost with deferred embedding).
+        # written later by the backlog (Bot.remember through the door, as live events go).
         results["baseline_embed_only"] = percentiles(_embed_only(embedder, extra_events, n))
         deferred = Actions(Bot(settings, store=store, load_models=False))  # type: ignore[arg-type]
-        deferred.bot.on_message = lambda m: store.ingest_one(m, embed=False)  # type: ignore[method-assign]
         results["discord_event_ingest_embedding_deferred"] = percentiles(
             _discord_ingest(deferred, deferred_events, n, first_id=555555555555555555))
         print(f"acknowledging commands while the model takes {model_s:.0f} s per answer...", file=sys.stderr)

@@ -82,7 +82,7 @@ def main(args: argparse.Namespace, settings: object) -> int:
         results["embedder"] = embedder.name
 
         # One live event at a time. The bot stores it at once and embeds it in the background
-        # (Bot.on_message); embedding inline is shown too.
+        # (Bot.remember); embedding inline is shown too.
         events = list(synthetic.history(600, seed=9, workspace="w3"))
         lat, lat_inline = [], []
         for n, m in enumerate(tqdm(events, desc="single events", unit="msg", file=sys.stderr, mininterval=2.0)):

@@ -2,7 +2,7 @@
 
 Several channels post at a configured total rate (default 50 messages/s for 10 minutes),
 each from its own thread, through the same entry point the chat adapters use
-(``Actions.remember`` -> ``Bot.on_message``), while a mention is answered every few
+(``Actions.remember`` -> ``Bot.remember``), while a mention is answered every few
 seconds (``Bot.ask`` through ``Actions.ask``) and the memory writer runs windows in the
 background, and the bot's embedding thread indexes the backlog. Every second a sampler
 records resident memory, stored messages, the embedding backlog and the writer's lag.
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from memory.eval.plots import PlotUnavailable
+from evaluation.plots import PlotUnavailable
 
 from . import synthetic
 from .common import save
@@ -214,7 +214,7 @@ def _sampler(run: Run, bot: Any, stop: threading.Event, proc: psutil.Process) ->
             recent = [s for ts, s in run.ingest if ts >= t - 1.0]
         pending, age = _writer_lag(bot.store)
         sample = {"t": round(t, 2), "rss_mib": round(proc.memory_info().rss / 2**20, 1), "posted": posted,
-                  "stored": bot.store.count_messages(), "queued": bot.ingest_queue.pending,
+                  "stored": bot.store.count_messages(), "queued": bot.door.queue.pending,
                   "embed_backlog": bot.store.pending_embeddings(), "writer_pending": pending,
                   "writer_oldest_s": round(age, 2), "ingest_p50_ms": round(1000 * float(np.median(recent)), 2)
                   if recent else 0.0, "ingest_p95_ms": round(1000 * float(np.percentile(recent, 95)), 2)
@@ -252,8 +252,8 @@ def _verify(store: Any, run: Run) -> dict[str, Any]:
 
 
 def write_plot(path: Path, data: dict[str, Any]) -> Path:
-    """The report's timeline as stacked panels (matplotlib, through memory.eval.plots)."""
-    from memory.eval.plots import timeline_plot
+    """The report's timeline as stacked panels (matplotlib, through evaluation.plots)."""
+    from evaluation.plots import timeline_plot
 
     samples = data["timeline"]
     ts = [s["t"] for s in samples]
@@ -346,7 +346,7 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
     # Drain: everything posted must be stored (and, if asked, indexed) before counting.
     deadline = time.monotonic() + drain_s
     asker.join(timeout=drain_s)
-    while time.monotonic() < deadline and (bot.ingest_queue.pending
+    while time.monotonic() < deadline and (bot.door.queue.pending
                                            or (wait_embeddings and store.pending_embeddings())):
         time.sleep(0.2)
     drained_s = run.now() - posting_s

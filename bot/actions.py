@@ -24,6 +24,7 @@ from memory.models import Message, ScopeKey
 
 from .app import Bot
 from .catchup import Catchup
+from .door import Door
 from .replies import Reply
 
 log = logging.getLogger(__name__)
@@ -91,13 +92,13 @@ class Actions:
 
     # ------------------------------------------------------------------ events
     def remember(self, msg: Message) -> bool:
-        """Store a chat message unless privacy settings forbid it (no model call here)."""
-        reason = privacy.ingest_refusal(self.store, msg, default_opt_in=self.default_opt_in)
-        if reason:
-            log.debug("%s:%s:%s not remembered (%s)", msg.platform, msg.workspace, msg.channel, reason)
-            return False
-        self.bot.on_message(msg)
-        return True
+        """Remember a live chat message through the bot's one door; False when privacy settings forbid it."""
+        return not self.bot.remember([msg], default_opt_in=self.default_opt_in).refused
+
+    @property
+    def door(self) -> Door:
+        """The bot's one door into the store, for adapters' history imports and event bookkeeping."""
+        return self.bot.door
 
     def edited(self, platform: str, workspace: str, channel: str, msg_id: str, text: str,
                edited_ts: float | None = None) -> bool:

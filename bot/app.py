@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Self, Unpack
 
@@ -27,7 +28,7 @@ from memory.writer.verify import RosterIndex
 from memory.writer.writer import Writer, WriterConfig
 
 from .config import Settings
-from .ingest_queue import IngestQueue
+from .door import Door, Remembered
 from .memory_views import profile_reply, timeline_reply
 from .replies import Citation, Reply, cut_for_chat
 from .status import read_status
@@ -122,10 +123,8 @@ class Bot:
         self._embed_wakeup = threading.Event()
         self._embed_stop = threading.Event()
         self._embed_thread: threading.Thread | None = None
-        # A write the store refuses for a passing reason (locked, disk full) is retried, never dropped.
-        self.ingest_queue = IngestQueue(lambda m: self.store.ingest_one(m, embed=False),
-                                        ingest_many=lambda ms: self.store.ingest(ms, embed=False),
-                                        on_stored=self._wake_embedder)
+        # The one door into the store: the privacy gate, then the store or (locked, disk full) the retry queue.
+        self.door = Door(self.store, default_opt_in=settings.scopes.default_opt_in, on_stored=self._wake_embedder)
 
     # ---------------------------------------------------------------- models
     @property
@@ -179,13 +178,14 @@ class Bot:
         return ids
 
     # ---------------------------------------------------------------- events
-    def on_message(self, msg: Message) -> None:
-        """Remember a message. No model runs on this path: the vector follows from a background thread.
+    def remember(self, messages: list[Message], *, embed: bool = False, batch_size: int = 256,
+                 progress: Callable[[int], None] | None = None, default_opt_in: bool | None = None) -> Remembered:
+        """Remember messages through the one door (``bot.door``): privacy gate, then store or retry queue.
 
-        If the store cannot take it now (locked, disk full) it waits in ``ingest_queue`` and is retried.
+        No model runs on this path: vectors and the analysis follow from the background backlog.
         """
-        if self.ingest_queue.offer(msg):
-            self._wake_embedder()
+        return self.door.remember(messages, embed=embed, batch_size=batch_size, progress=progress,
+                                  default_opt_in=default_opt_in)
 
     def _wake_embedder(self) -> None:
         if self.store.embedder is not None:
@@ -337,7 +337,7 @@ class Bot:
         self.close()
 
     def close(self) -> None:
-        self.ingest_queue.close()
+        self.door.close()
         self._embed_stop.set()
         self._embed_wakeup.set()
         if self._embed_thread is not None:

@@ -91,15 +91,15 @@ def console_logs_to_file(settings: Settings) -> Path:
 def ingest(args: argparse.Namespace, settings: Settings) -> int:
     conversations = load_dataset(args.format, args.file)
     messages = [m for c in conversations for m in c.messages]
-    store = open_store(settings, embed=not args.no_embed)
-    try:
+    # Through the bot's one door: the same privacy gate (paused, opted-out members and channels) as live messages.
+    with Bot(settings, store=open_store(settings, embed=not args.no_embed), load_models=False) as bot:
         with tqdm(total=len(messages), desc="ingest", unit="msg", file=sys.stderr) as bar:
-            result = store.ingest(messages, embed=not args.no_embed, batch_size=256, progress=bar.update)
-    finally:
-        store.close()
-    print(f"imported {result.inserted} messages ({result.duplicates} already stored, {result.skipped} from "
-          f"opted-out channels, {result.embedded} embedded) into {settings.store.path}")
-    return 0
+            result = bot.remember(messages, embed=not args.no_embed, batch_size=256, progress=bar.update)
+        left = bot.door.close(timeout_s=60.0)
+    print(f"imported {result.stored} messages ({result.duplicates} already stored, {result.refused} not remembered "
+          f"by privacy settings, {result.embedded} embedded) into {settings.store.path}"
+          + (f"; {left} could not be stored (the store refused writes), run it again" if left else ""))
+    return 0 if not left else 1
 
 
 def embed(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,6 +1,6 @@
 """``chorus eval KIND``: evaluation on real conversation data, one handler per kind.
 
-The evaluators live in ``memory.eval``; these read the arguments, load the models the
+The evaluators live in ``evaluation``; these read the arguments, load the models the
 settings name, and write each report as JSON and Markdown (and a plot where there is one).
 """
 from __future__ import annotations
@@ -9,8 +9,8 @@ import argparse
 import json
 from pathlib import Path
 
+from evaluation.plots import write_report_plot
 from memory.errors import ChorusError
-from memory.eval.plots import write_report_plot
 from memory.store import Store
 
 from .app import load_embedder_from, load_llm_from, persona_of, writer_config
@@ -20,13 +20,13 @@ from .config import Settings
 def eval_retrieval(args: argparse.Namespace, settings: Settings) -> int:
     """Evidence recall@k of retrieval systems side by side (``--lodo``: tune constants leave-one-dataset-out)."""
     if args.lodo:
-        from memory.eval.lodo import run_lodo
+        from evaluation.lodo import run_lodo
 
         return run_lodo(args, lambda: load_embedder_from(settings))
     if not args.dataset:
         raise ChorusError("eval retrieval needs --dataset (or --lodo for all three)")
-    from memory.eval.report import write_json
-    from memory.eval.retrieval import FULL_SYSTEMS, TRACK1_SYSTEMS, evaluate_retrieval
+    from evaluation.report import write_json
+    from evaluation.retrieval import FULL_SYSTEMS, TRACK1_SYSTEMS, evaluate_retrieval
 
     known = {**TRACK1_SYSTEMS, **FULL_SYSTEMS}
     wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -48,8 +48,8 @@ def eval_retrieval(args: argparse.Namespace, settings: Settings) -> int:
 
 def eval_writer(args: argparse.Namespace, settings: Settings) -> int:
     """Write real conversations end to end and measure the writer, or score a store against a reference."""
-    from memory.eval.writer import evaluate_writer
-    from memory.eval.writer_reference import score_stores, stores_in
+    from evaluation.writer import evaluate_writer
+    from evaluation.writer_reference import score_stores, stores_in
 
     if args.store:
         if not args.reference or not Path(args.store).exists():
@@ -70,7 +70,7 @@ def eval_writer(args: argparse.Namespace, settings: Settings) -> int:
 
 def train_groupacts(args: argparse.Namespace, settings: Settings) -> int:
     """Fit the group-act classifier on the reference writer and write its model file (memory/groupacts.py)."""
-    from memory.eval.groupacts_train import report_markdown, train
+    from evaluation.groupacts_train import report_markdown, train
     from memory.groupacts import default_embedder
 
     holdout = [h.strip() for h in (args.holdout or "").split(",") if h.strip()]
@@ -86,7 +86,7 @@ def train_groupacts(args: argparse.Namespace, settings: Settings) -> int:
 
 def eval_answer(args: argparse.Namespace, settings: Settings) -> int:
     """Replies as users read them, under each policy, against gold answers and evidence."""
-    from memory.eval.answer import POLICIES, evaluate_replies
+    from evaluation.answer import POLICIES, evaluate_replies
     from memory.query.answer import PersonaVoice
 
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
@@ -108,8 +108,8 @@ def eval_answer(args: argparse.Namespace, settings: Settings) -> int:
 
 def train_reranker(args: argparse.Namespace, settings: Settings) -> int:
     """Fit the reply's reranker and decline leave-one-dataset-out; write the held-out and the shipped models."""
-    from memory.eval import rerank_train as rt
-    from memory.eval.rerank_data import collect
+    from evaluation import rerank_train as rt
+    from evaluation.rerank_data import collect
 
     own = Path(__file__).resolve().parent.parent / "tests" / "data" / "chats"
     if not own.exists():
@@ -140,9 +140,9 @@ def train_reranker(args: argparse.Namespace, settings: Settings) -> int:
 
 def eval_catchup(args: argparse.Namespace, settings: Settings) -> int:
     """Catch-up digests on our blind set and SocialMemBench, with both baselines (``--lodo``: choose constants)."""
+    from evaluation.catchup import evaluate_catchup, to_markdown
     from memory.catchup.digest import CatchupConfig
     from memory.datasets.base import default_path
-    from memory.eval.catchup import evaluate_catchup, to_markdown
 
     own = args.own if args.own and Path(args.own).exists() else None
     smb = args.data or str(default_path("socialmem"))
@@ -156,7 +156,7 @@ def eval_catchup(args: argparse.Namespace, settings: Settings) -> int:
 
 def eval_speaker_levenshtein(args: argparse.Namespace, settings: Settings) -> int:
     """Compare the records of two stores (writer A vs B) by SpeakerLevenshtein."""
-    from memory.speaker_levenshtein import MemRecord, speaker_levenshtein
+    from evaluation.speaker_levenshtein import MemRecord, speaker_levenshtein
 
     def load(path: str) -> list[MemRecord]:
         store = Store(path)
@@ -183,7 +183,7 @@ def eval_speaker_levenshtein(args: argparse.Namespace, settings: Settings) -> in
 
 
 def _emit(args: argparse.Namespace, name: str, data: dict, md: str, plot: str | None = None) -> int:
-    from memory.eval.report import write_json
+    from evaluation.report import write_json
 
     out = Path(args.out)
     write_json(out / f"{name}.json", data)

@@ -19,6 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TypeVar
 
 from memory.errors import StoreError
 from memory.models import Message
@@ -26,6 +27,7 @@ from memory.models import Message
 log = logging.getLogger(__name__)
 
 MAX_QUEUED = 200_000
+R = TypeVar("R")
 
 
 class IngestQueue:
@@ -58,25 +60,32 @@ class IngestQueue:
 
     def offer(self, msg: Message) -> bool:
         """Store ``msg`` now (True) or queue it for retry (False). Other errors (bad input) propagate."""
+        return self.offer_many([msg], lambda ms: self._ingest(ms[0])) is not None
+
+    def offer_many(self, msgs: list[Message], ingest: Callable[[list[Message]], R]) -> R | None:
+        """Store ``msgs`` now through ``ingest`` and return its result, or queue them all in order (None).
+
+        While anything is queued, new messages go behind it. Errors other than ``StoreError`` (bad input)
+        propagate and nothing is queued.
+        """
         with self._lock:
             if not self._queue:
                 try:
-                    self._ingest(msg)
+                    return ingest(msgs)
                 except StoreError as exc:
                     self.last_error = str(exc)
-                    log.error("could not store a message now, queued for retry: %s", exc)
-                else:
-                    return True
-            if len(self._queue) >= self.max_queued:
-                dropped = self._queue.popleft()
-                self.dropped += 1
-                log.error("ingest queue full (%d messages); dropped %s:%s:%s/%s, which `chorus backfill` can "
-                          "fetch again", self.max_queued, dropped.platform, dropped.workspace, dropped.channel,
-                          dropped.msg_id)
-            self._queue.append(msg)
+                    log.error("could not store %d message(s) now, queued for retry: %s", len(msgs), exc)
+            for msg in msgs:
+                if len(self._queue) >= self.max_queued:
+                    dropped = self._queue.popleft()
+                    self.dropped += 1
+                    log.error("ingest queue full (%d messages); dropped %s:%s:%s/%s, which `chorus backfill` can "
+                              "fetch again", self.max_queued, dropped.platform, dropped.workspace, dropped.channel,
+                              dropped.msg_id)
+                self._queue.append(msg)
             self._start()
             self._wake.notify_all()
-        return False
+        return None
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():

@@ -39,6 +39,11 @@ class Cites:
                                        m.author_name, m.ts, _excerpt(m.text)))
         return f"[{self._n[m.id]}]"
 
+    def platform_ids(self, row_ids: Sequence[int]) -> list[str]:
+        """The platform ids of cited messages among ``row_ids`` (what the asker can see of them)."""
+        by_row = {c.message_id: c.msg_id for c in self.items}
+        return [by_row[i] for i in row_ids if i in by_row]
+
     def record(self, rec: Record, by_id: dict[int, StoredMessage]) -> str:
         return " ".join(self.message(by_id[i]) for i in rec.sources if i in by_id)
 
@@ -114,9 +119,11 @@ def timeline_reply(store: Store, searcher: Searcher, records: Records, scope_ids
     else:
         lines.append(f"Nothing here is about {label!r}: no memory records and no messages mention it."
                      + (f" ({_not_read(got.waiting).capitalize()}.)" if got.waiting else ""))
+    # Reply data names messages by their platform ids, never store row ids: a row id counts what other
+    # channels hold, so it would tell the asker about scopes they cannot see.
     return Reply(cut_for_chat("\n".join(lines), max_chars), cites.items,
-                 data={"chains": [[r.id for r in c] for c in got.chains],
-                       "messages": [m.id for m in got.messages + got.read_messages]})
+                 data={"chains": [[cites.platform_ids(r.sources) for r in c] for c in got.chains],
+                       "messages": [m.msg_id for m in got.messages + got.read_messages]})
 
 
 def profile_reply(store: Store, records: Records, scope_ids: list[int], roster: Sequence[Person], pid: str,
@@ -170,7 +177,8 @@ def profile_reply(store: Store, records: Records, scope_ids: list[int], roster: 
             lines.append("Messages of others that name them:")
             lines += [_message_line(m, cites) for m in naming]
     return Reply(cut_for_chat("\n".join(lines), max_chars), cites.items,
-                 data={"person": pid, "records": [r.id for r in own], "group_records": [r.id for r in voiced]})
+                 data={"person": pid, "records": [cites.platform_ids(r.sources) for r in own],
+                       "group_records": [cites.platform_ids(r.sources) for r in voiced]})
 
 
 def _their_messages(store: Store, scope_ids: list[int], pid: str, marks: dict[int, int]) -> list[StoredMessage]:

@@ -3,7 +3,7 @@
 A learned classifier, not a cue list: the message's MiniLM embedding, what it answers (the message it
 replies to, else the turn before it) and a few cheap features of its place in the conversation go
 through two logistic regressions (is it a group act; which one), trained on SocialMemBench's reference
-writer by ``chorus train groupacts`` (memory/eval/groupacts_train.py). At run time only numpy reads the
+writer by ``chorus train groupacts`` (evaluation/groupacts_train.py). At run time only numpy reads the
 exported coefficients (memory/models/groupacts-v1.json); scikit-learn is needed to train, not to classify.
 """
 from __future__ import annotations

@@ -117,8 +117,16 @@ _cache = _Cache(CACHE_SIZE)
 _run_lock = threading.Lock()  # one spaCy call at a time: the pipeline is not documented as thread-safe
 
 
+# A text is parsed up to this many characters. Chat messages are far shorter; a pasted log of a million
+# characters would hold the pipeline for a minute, and what a reply reads (dates, amounts, names of the
+# answer) sits in its first lines.
+MAX_PARSE_CHARS = 5000
+
+
 def _safe(text: str) -> str:
-    """The text with lone surrogates replaced: spaCy's string store can only hold valid UTF-8."""
+    """The text (its first ``MAX_PARSE_CHARS``) with lone surrogates replaced: spaCy's string store can only
+    hold valid UTF-8."""
+    text = text[:MAX_PARSE_CHARS]
     return text.encode("utf-8", "replace").decode("utf-8") if any("\ud800" <= c <= "\udfff" for c in text) else text
 
 

@@ -214,8 +214,37 @@ def _records_for(conn: Connection, scope_ids: list[int], user_id: str, message_i
     if "scope_id" in cols:
         scope_filter = f"scope_id IN ({marks(scope_ids)}) AND "
         params = [*scope_ids, *params]
-    rows = named(conn, f"SELECT * FROM records WHERE {scope_filter}({' OR '.join(clauses)})", params)
+    rows = named(conn, f"SELECT * FROM records WHERE {scope_filter}({' OR '.join(clauses)}) ORDER BY {rec_key}",
+                 params)
     return [{n: _plain(row[n]) for n in row.keys()} for row in rows]
+
+
+INTERNAL_RECORD_COLUMNS = ("scope_id", "chain_id", "writer_run_id")
+
+
+def _exported_records(conn: Connection, rows: list[dict], scope_labels: dict[int, str]) -> list[dict]:
+    """Records as the user may read them: store row ids become numbers local to this export.
+
+    Row ids count what every channel of the store holds, so an export carries none: a record is numbered
+    in the export, its links point at those numbers (or null when the linked record is not the user's),
+    its scope is named, and its messages are given by their platform ids.
+    """
+    local = {row["id"]: n for n, row in enumerate(rows, start=1) if "id" in row}
+    out: list[dict] = []
+    for row in rows:
+        item = {k: v for k, v in row.items() if k not in INTERNAL_RECORD_COLUMNS}
+        if "scope_id" in row:
+            item = {"scope": scope_labels.get(row["scope_id"], ""), **item}
+        if "id" in row:
+            item["id"] = local[row["id"]]
+            item["messages"] = [r[0] for r in conn.execute(
+                "SELECT m.msg_id FROM record_sources s JOIN messages m ON m.id = s.message_id "
+                "WHERE s.record_id = ? ORDER BY m.ts, m.id", (row["id"],))]
+        for link in ("prev_id", "superseded_by"):
+            if link in item:
+                item[link] = local.get(item[link])
+        out.append(item)
+    return out
 
 
 def export_user(store: Store, platform: str, workspace: str, user_id: str, *, include_dms: bool = True) -> dict:
@@ -229,7 +258,8 @@ def export_user(store: Store, platform: str, workspace: str, user_id: str, *, in
         for chunk in chunked(sids):
             roster += named(conn, "SELECT scope_id, display_name, aliases, n_messages, first_ts, last_ts FROM people "
                             f"WHERE person_id = ? AND scope_id IN ({marks(chunk)})", [user_id, *chunk])
-        records = _records_for(conn, sids, user_id, ids)
+        records = _exported_records(conn, _records_for(conn, sids, user_id, ids),
+                                    {sid: f"{s.platform}:{s.workspace}:{s.channel}" for sid, s in scopes.items()})
     return {
         "format": EXPORT_FORMAT,
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -233,6 +233,11 @@ def _no_wh_kind(toks, text: str) -> str:
     return "stance" if _VIEW.search(text) else "thing"
 
 
+# A question is read up to this many characters: enough for any real question, and a pasted megabyte is
+# not parsed word by word (spaCy takes minutes on a million characters; search still sees the whole text).
+MAX_QUESTION_CHARS = 2000
+
+
 def analyse(text: str, roster: Sequence[Person], *, asked_at: float, asker_id: str | None = None,
             known: Callable[[list[str]], set[str]] | None = None) -> Question:
     """The typed analysis of ``text`` asked in a channel with ``roster`` at ``asked_at``.
@@ -240,6 +245,7 @@ def analyse(text: str, roster: Sequence[Person], *, asked_at: float, asker_id: s
     ``known`` takes lower-cased words and returns those the visible scopes' messages use; it decides
     whether a name the question gives that is no member's is someone the chat mentions or a stranger.
     """
+    text = text[:MAX_QUESTION_CHARS]
     q = Question(text=text, asked_at=asked_at)
     people = People(roster)
     doc = nlp.doc(text)

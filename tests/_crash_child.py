@@ -7,7 +7,7 @@ Modes
   message ids are appended (flushed, fsynced) to ACK_FILE: those are acknowledged and must survive.
 - ``ingest-freeze``: the same, but freezes inside the write transaction of the 4th batch (in the
   embedding call, which runs inside the transaction) so the kill lands mid-transaction.
-- ``events``: the live path, ``Bot.on_message`` one message at a time from two threads, with the
+- ``events``: the live path, ``Bot.remember`` one message at a time from two threads, with the
   background embedding thread writing vectors meanwhile; acknowledged as each call returns.
 - ``forget-delete`` / ``forget-person`` / ``forget-scrub``: ``privacy.forget_user`` frozen inside its one
   transaction (in the message deletion, or in the Track 2 / roster part) or after it commits, while the
@@ -133,7 +133,7 @@ def run_events(db: str, ready: Path, ack_path: Path) -> None:
 
     def post(part: list[Message]) -> None:
         for m in part:
-            bot.on_message(m)
+            bot.remember([m])
             with lock:
                 ack(handle, [m.msg_id])
             time.sleep(0.003)  # a busy chat, not a bulk import
@@ -168,8 +168,8 @@ def run_forget(db: str, ready: Path, phase: str) -> None:
 
 
 def run_backfill(db: str, ready: Path, phase: str) -> None:
-    import adapters.backfill as backfill
-    from adapters.backfill import Backfiller, Page
+    from bot.backfill import Backfiller, Page
+    from bot.door import Door
     from memory.store import Store
 
     class History:
@@ -187,11 +187,11 @@ def run_backfill(db: str, ready: Path, phase: str) -> None:
     if phase == "freeze":
         freeze_on_call(emb, "embed", 3, ready)
     elif phase == "cursor":
-        freeze_on_call(backfill, "save_cursor", 3, ready, before=True)
+        freeze_on_call(Door, "save_cursor", 3, ready, before=True)
     store = Store(db, embedder=emb)
     if phase == "random":
         mark(ready)
-    asyncio.run(Backfiller(store, page_size=50, progress=None).run_stream(History()))
+    asyncio.run(Backfiller(Door(store), page_size=50, progress=None).run_stream(History()))
     mark(ready, "finished")
 
 

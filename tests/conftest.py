@@ -1,10 +1,12 @@
 """Shared fixtures: real temporary SQLite stores and the real shipped embedding model."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -12,6 +14,11 @@ if str(ROOT) not in sys.path:
 
 from memory.models import Message  # noqa: E402
 from memory.store import Store  # noqa: E402
+from tests._properties import CI, PROFILE_ENV, register_profiles  # noqa: E402
+
+register_profiles()
+# Derandomized unless CHORUS_HYPOTHESIS names another profile (`make fuzz` sets it to "fuzz").
+settings.load_profile(os.environ.get(PROFILE_ENV, CI))
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,8 @@ import asyncio
 
 import pytest
 
-import adapters.backfill as backfill
-from adapters.backfill import Backfiller, Page, load_cursor
+from bot.backfill import Backfiller, Page
+from bot.door import Door
 from memory import privacy
 from memory.models import Message, ScopeKey
 from memory.store import Store
@@ -59,26 +59,26 @@ def test_interrupted_backfill_resumes_and_imports_each_message_once(path):
     store = Store(path)
     history = FakeHistory(250, fail_on_call=3)
     progress: list[int] = []
-    bf = Backfiller(store, page_size=50, progress=lambda label, r: progress.append(r.imported))
+    bf = Backfiller(Door(store), page_size=50, progress=lambda label, r: progress.append(r.imported))
     with pytest.raises(Interrupted):
         run(bf.run_stream(history))
     assert store.count_messages() == 100 and progress == [50, 100]
     sid = store.scope_id(KEY)
-    assert load_cursor(store, sid, "").newest_id == "00100" and not load_cursor(store, sid, "").done
+    assert store.backfill_cursor(sid, "").newest_id == "00100" and not store.backfill_cursor(sid, "").done
     store.close()
 
     # A new process: the cursor, not the beginning, is where it goes on.
     store = Store(path)
     history.fail_on_call, history.calls = None, []
-    result = run(Backfiller(store, page_size=50).run_stream(history))
+    result = run(Backfiller(Door(store), page_size=50).run_stream(history))
     assert history.calls[0] == "00100"
     assert result.imported == 150 and result.duplicates == 0
     ids = stored_ids(store)
     assert ids == [m.msg_id for m in history.items]  # each once, in chat order (sessions/turns oldest first)
-    assert load_cursor(store, store.scope_id(KEY), "").done
+    assert store.backfill_cursor(store.scope_id(KEY), "").done
     # Running again (after downtime) only asks for what is newer.
     history.items.append(Message("test", "w", "general", "00251", "carol", "Carol", "late news", T0 + 251 * 30))
-    again = run(Backfiller(store, page_size=50).run_stream(history))
+    again = run(Backfiller(Door(store), page_size=50).run_stream(history))
     assert again.imported == 1 and store.count_messages() == 251
     store.close()
 
@@ -86,21 +86,21 @@ def test_interrupted_backfill_resumes_and_imports_each_message_once(path):
 def test_crash_between_storing_a_page_and_saving_its_cursor(path, monkeypatch):
     store = Store(path)
     history = FakeHistory(120)
-    real = backfill.save_cursor
+    real = Door.save_cursor
     saved = []
 
-    def flaky(store_, sid, stream, cursor):
+    def flaky(door, sid, stream, cursor):
         if len(saved) == 1:
             raise Interrupted("killed after the page was stored")
         saved.append(cursor.newest_id)
-        real(store_, sid, stream, cursor)
-    monkeypatch.setattr(backfill, "save_cursor", flaky)
+        real(door, sid, stream, cursor)
+    monkeypatch.setattr(Door, "save_cursor", flaky)
     with pytest.raises(Interrupted):
-        run(Backfiller(store, page_size=40).run_stream(history))
+        run(Backfiller(Door(store), page_size=40).run_stream(history))
     assert store.count_messages() == 80  # the second page is stored, its cursor is not
-    monkeypatch.setattr(backfill, "save_cursor", real)
+    monkeypatch.setattr(Door, "save_cursor", real)
     history.calls = []
-    result = run(Backfiller(store, page_size=40).run_stream(history))
+    result = run(Backfiller(Door(store), page_size=40).run_stream(history))
     assert history.calls[0] == "00040"  # the page is fetched again...
     assert result.duplicates == 40 and result.imported == 40  # ...and not stored twice
     assert stored_ids(store) == [m.msg_id for m in history.items]
@@ -122,7 +122,7 @@ def test_cancelled_backfill_resumes_exactly_once(path):
                 await release.wait()  # hangs like a stalled request, until cancelled (SIGTERM)
             return await original(after, limit)
         history.fetch_after = fetch  # type: ignore[method-assign]
-        task = asyncio.create_task(Backfiller(store, page_size=100).run_stream(history))
+        task = asyncio.create_task(Backfiller(Door(store), page_size=100).run_stream(history))
         await started.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -130,7 +130,7 @@ def test_cancelled_backfill_resumes_exactly_once(path):
         history.fetch_after = original  # type: ignore[method-assign]
     run(go())
     assert store.count_messages() == 200
-    run(Backfiller(store, page_size=100).run_stream(history))
+    run(Backfiller(Door(store), page_size=100).run_stream(history))
     assert stored_ids(store) == [m.msg_id for m in history.items]
     store.close()
 
@@ -141,10 +141,10 @@ def test_backfill_respects_privacy_and_threads_have_their_own_cursor(path):
     main, thread = FakeHistory(10), FakeHistory(4, stream="T1")
     for m in thread.items:
         object.__setattr__(m, "msg_id", "t" + m.msg_id)
-    result = run(Backfiller(store, page_size=3).run([main, thread]))
+    result = run(Backfiller(Door(store), page_size=3).run([main, thread]))
     assert result.streams == 2 and result.refused == 7  # bob's five + two in the thread
     sid = store.scope_id(KEY)
-    assert load_cursor(store, sid, "").done and load_cursor(store, sid, "T1").newest_id == "t00004"
+    assert store.backfill_cursor(sid, "").done and store.backfill_cursor(sid, "T1").newest_id == "t00004"
     assert all(not m.author_id == "bob" for m in store.recent(sid, 50))
     assert store.count_messages() == 7
     store.close()
@@ -153,7 +153,7 @@ def test_backfill_respects_privacy_and_threads_have_their_own_cursor(path):
 def test_one_failing_stream_does_not_stop_the_others(path):
     store = Store(path)
     bad, good = FakeHistory(5, fail_on_call=1), FakeHistory(5, stream="T9")
-    result = run(Backfiller(store, page_size=10).run([bad, good]))
+    result = run(Backfiller(Door(store), page_size=10).run([bad, good]))
     assert result.imported == 5 and len(result.errors) == 1 and "connection reset" in result.errors[0]
     store.close()
 
@@ -164,7 +164,7 @@ def test_pacing_waits_between_pages(path):
 
     async def fake_sleep(s: float) -> None:
         waits.append(s)
-    run(Backfiller(store, page_size=2, min_interval_s=5.0, sleep=fake_sleep).run_stream(FakeHistory(6)))
+    run(Backfiller(Door(store), page_size=2, min_interval_s=5.0, sleep=fake_sleep).run_stream(FakeHistory(6)))
     assert len(waits) == 2 and all(4.0 < w <= 5.0 for w in waits)  # before pages 2 and 3
     store.close()
 
@@ -178,7 +178,7 @@ def test_discord_history_backfill_through_discord_py(tmp_path, monkeypatch):
             h.api.history[GENERAL] = [message_payload(2000 + i, f"old line {i}") for i in range(1, 151)]
             streams = [s for s in await h.adapter.history_streams(h.adapter.client.get_guild(int(GUILD_ID)))
                        if s.stream == ""]
-            bf = Backfiller(h.store, page_size=100, executor=h.adapter.fast)
+            bf = Backfiller(Door(h.store), page_size=100, executor=h.adapter.fast)
             first = await bf.run(streams, max_pages=1)
             assert first.imported == 100
             rest = await bf.run(streams)
@@ -195,9 +195,9 @@ def test_since_limits_how_far_back_an_import_stores(path):
     store = Store(path)
     history = FakeHistory(40)
     cutoff = T0 + 30 * 30  # messages 30..40 are on or after it
-    result = run(Backfiller(store, page_size=15, since=cutoff).run([history]))
+    result = run(Backfiller(Door(store), page_size=15, since=cutoff).run([history]))
     assert result.older == 29 and result.imported == 11
     assert stored_ids(store) == [f"{i:05d}" for i in range(30, 41)]
     assert "29 older than the limit" in result.summary()
-    assert load_cursor(store, store.scope_id(KEY), "").done
+    assert store.backfill_cursor(store.scope_id(KEY), "").done
     store.close()

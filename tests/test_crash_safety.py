@@ -108,7 +108,7 @@ def test_kill_during_live_events_with_background_embedding(tmp_path, embedder):
     bot = Bot(Settings(), store=Store(db, embedder=embedder), load_models=False)
     try:
         for m in planned:  # the platform (or a backfill) delivers everything again
-            bot.on_message(m)
+            bot.remember([m])
         bot.store.embed_pending()
     finally:
         bot.close()
@@ -182,7 +182,8 @@ def test_kill_during_forget_then_forget_again(tmp_path, embedder, phase):
 @pytest.mark.parametrize("mode,delay", [("backfill-freeze", None), ("backfill-cursor", None),
                                         ("backfill", 0.5)])
 def test_kill_during_backfill_then_resume(tmp_path, embedder, mode, delay):
-    from adapters.backfill import Backfiller, Page, load_cursor
+    from bot.backfill import Backfiller, Page
+    from bot.door import Door
 
     db = tmp_path / "chorus.db"
     run_and_kill(mode, db, tmp_path, delay=delay)
@@ -206,14 +207,14 @@ def test_kill_during_backfill_then_resume(tmp_path, embedder, mode, delay):
 
     with Store(db, embedder=embedder) as store:
         sid = store.scope_id(BACKFILL_KEY)
-        cursor = load_cursor(store, sid, "")
+        cursor = store.backfill_cursor(sid, "")
         history = History()
-        result = asyncio.run(Backfiller(store, page_size=50, progress=None).run_stream(history))
+        result = asyncio.run(Backfiller(Door(store), page_size=50, progress=None).run_stream(history))
         assert history.first_after[0] == cursor.newest_id  # resumed from the cursor, not the beginning
         assert result.imported == len(items) - rep.messages
         if mode == "backfill-cursor":
             assert result.duplicates == 50  # the page stored before the kill is fetched again, stored once
-        assert load_cursor(store, sid, "").done
+        assert store.backfill_cursor(sid, "").done
     final = assert_consistent(db, vectors_complete=True)
     assert final.messages == len(items)
     have = stored_ids(db)

@@ -7,7 +7,7 @@
   damaged, or failing at run time.
 - Platform API errors and rate limits (the loopback Slack API from the adapter tests), and a
   crash inside the message handler: the adapter logs it and keeps serving.
-While the store refuses writes, live messages wait in ``Bot.ingest_queue`` and are stored, in
+While the store refuses writes, live messages wait in ``Bot.door.queue`` and are stored, in
 order, once it accepts them again.
 """
 from __future__ import annotations
@@ -96,15 +96,15 @@ def test_bot_queues_messages_while_locked_and_stores_them_all_in_order(tmp_path,
     try:
         for i in range(1, 41):
             assert acts.remember(m(i)) is True  # accepted: stored now or queued, never dropped
-        assert bot.ingest_queue.pending > 0
+        assert bot.door.queue.pending > 0
         assert "queued for retry" in caplog.text and "locked by another process" in caplog.text
         assert "Messages remembered: 1" in bot.status(KEY).text  # the bot answers meanwhile
     finally:
         child.terminate()  # the process ends; SQLite releases its lock and drops its open transaction
         child.wait(timeout=30)
-    assert bot.ingest_queue.drain(30)
+    assert bot.door.queue.drain(30)
     assert stored(bot.store) == [f"m{i:04d}" for i in range(41)]  # all of them, in the order they came
-    assert bot.ingest_queue.retried >= 40 and bot.ingest_queue.dropped == 0
+    assert bot.door.queue.retried >= 40 and bot.door.queue.dropped == 0
     bot.close()
     assert_consistent(db)
 
@@ -124,10 +124,10 @@ def test_full_database_is_reported_and_nothing_is_lost(tmp_path, caplog):
     assert "cannot rollback" not in text  # SQLite had rolled back already; the real cause is kept
     assert len(stored(store)) == 5
     for i in range(5, 30):
-        bot.on_message(m(i, "y" * 2000))
-    assert bot.ingest_queue.pending >= 20 and "is full" in bot.ingest_queue.last_error
+        bot.remember([m(i, "y" * 2000)])
+    assert bot.door.queue.pending >= 20 and "is full" in bot.door.queue.last_error
     store.conn.execute("PRAGMA max_page_count = 1073741823")  # space freed
-    assert bot.ingest_queue.drain(30)
+    assert bot.door.queue.drain(30)
     assert stored(store) == [f"m{i:04d}" for i in range(30)]
     bot.close()
     assert_consistent(db)
@@ -151,15 +151,15 @@ def test_real_full_disk(tmp_path):
         filler.write_bytes(b"\0" * 400_000)
         bot = Bot(Settings(), store=Store(db), load_models=False)
         n = 0
-        while not bot.ingest_queue.pending and n < 2000:
-            bot.on_message(m(n, f"{n} " + "z" * 1500))
+        while not bot.door.queue.pending and n < 2000:
+            bot.remember([m(n, f"{n} " + "z" * 1500)])
             n += 1
-        assert bot.ingest_queue.pending, "the disk never filled"
-        assert "is full" in bot.ingest_queue.last_error and str(db) in bot.ingest_queue.last_error
+        assert bot.door.queue.pending, "the disk never filled"
+        assert "is full" in bot.door.queue.last_error and str(db) in bot.door.queue.last_error
         for i in range(n, n + 20):
-            bot.on_message(m(i, "more"))
+            bot.remember([m(i, "more")])
         filler.unlink()  # the operator frees space
-        assert bot.ingest_queue.drain(30)
+        assert bot.door.queue.drain(30)
         assert stored(bot.store) == [f"m{i:04d}" for i in range(n + 20)]
         bot.close()
         assert_consistent(db)
@@ -189,7 +189,7 @@ def test_bot_stays_up_without_its_language_model(tmp_path, caplog):
     settings = Settings.model_validate({"llm": {"model_path": str(tmp_path / "gone.gguf")}})
     bot = Bot(settings, store=Store(tmp_path / "chorus.db", embedder=HashEmbedder()))
     try:
-        bot.on_message(m(1, "the picnic is on Saturday at the lake"))
+        bot.remember([m(1, "the picnic is on Saturday at the lake")])
         reply = bot.ask(KEY, "when is the picnic?")
         assert "[1]" in reply.text and not reply.data["model_used"]  # evidence instead of a generated answer
         assert any("gone.gguf" in n and "llm.model_path" in n for n in reply.data["notes"])
@@ -339,16 +339,16 @@ def test_a_crashing_handler_is_logged_and_the_adapter_keeps_serving(slack, caplo
     from tests.test_slack_adapter import until
 
     h = slack
-    real = h.bot.on_message
+    real = h.bot.remember
     calls = {"n": 0}
 
-    def explode(msg):
+    def explode(msgs, **kw):
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("simulated bug in the message handler")
-        return real(msg)
+        return real(msgs, **kw)
 
-    monkeypatch.setattr(h.bot, "on_message", explode)
+    monkeypatch.setattr(h.bot, "remember", explode)
     resp = h.message("1717000001.000100", "first")
     assert resp.status == 200  # acknowledged: the platform does not retry into the same bug forever
     until(lambda: "message event failed" in caplog.text)
@@ -366,15 +366,15 @@ def test_console_keeps_running_after_an_error(tmp_path, monkeypatch):
     try:
         out = io.StringIO()
         chat = ConsoleChat(bot, io.StringIO("alice: one\nalice: two\n/status\n"), out)
-        real, calls = bot.on_message, {"n": 0}
+        real, calls = bot.remember, {"n": 0}
 
-        def explode(msg):
+        def explode(msgs, **kw):
             calls["n"] += 1
             if calls["n"] == 1:
                 raise StoreError("the store is locked (test)")
-            real(msg)
+            return real(msgs, **kw)
 
-        monkeypatch.setattr(bot, "on_message", explode)
+        monkeypatch.setattr(bot, "remember", explode)
         assert chat.run() == 0
         assert "error: the store is locked (test)" in out.getvalue() and "Messages remembered: 1" in out.getvalue()
     finally:

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from evaluation.features import DatasetFeatures, _conversation
+from evaluation.lodo import batch, score_hybrid
 from memory.datasets.base import Conversation, Question
-from memory.eval.features import DatasetFeatures, _conversation
-from memory.eval.lodo import batch, score_hybrid
 from memory.fusion import FusionParams, fuse, lexical_weight, replies_of, spread_authors, with_context
 from memory.models import ScopeKey
 from memory.search import Searcher

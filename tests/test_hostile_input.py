@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.actions import Actions, Invoker, guarded
@@ -41,6 +41,7 @@ from memory.writer.verify import RosterIndex, parse_actions, salvage_actions, ve
 from memory.writer.writer import Writer, WriterConfig
 from tests._fakes import HashEmbedder
 from tests._integrity import assert_consistent
+from tests._properties import prop
 
 CORPUS = [json.loads(line) for line in
           (Path(__file__).parent / "data" / "injection_corpus.jsonl").read_text("utf-8").splitlines() if line.strip()]
@@ -231,7 +232,7 @@ def proposals(draw, texts: list[str]):
     return action
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@prop(400)
 @given(st.data())
 def test_verifier_never_accepts_what_it_must_not(data):
     texts = data.draw(st.lists(st.tuples(st.integers(0, 2), st.one_of(
@@ -256,7 +257,7 @@ def test_verifier_never_accepts_what_it_must_not(data):
             assert rec.source == src.author_id  # a person's record is only ever what that source wrote
 
 
-@settings(max_examples=300, deadline=None)
+@prop(300, slow=False)
 @given(st.one_of(hostile_text, json_value.map(json.dumps), st.builds(lambda a, n: json.dumps({"actions": a})[:n],
                                                                       st.lists(json_value, max_size=4),
                                                                       st.integers(0, 400))))
@@ -269,7 +270,7 @@ def test_model_output_parsing_fails_only_with_a_reason(raw):
 
 
 # ---------------------------------------------------------------------- ingest, search, commands, fuzzed
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@prop(150)
 @given(st.lists(st.tuples(hostile_text, hostile_text, hostile_text), min_size=1, max_size=8), hostile_text)
 def test_ingest_and_search_survive_anything(items, query):
     with tempfile.TemporaryDirectory() as tmp:
@@ -303,7 +304,7 @@ def test_ingest_and_search_survive_anything(items, query):
         assert_consistent(Path(tmp) / "hostile.db")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@prop(150)
 @given(hostile_text, st.sampled_from(["", "ask ", "whosaid ", "profile ", "timeline ", "forget message ",
                                       "forget me ", "channel ", "pause", "export", "status", "optout", "help "]))
 def test_commands_never_crash_and_never_leak(text, verb):

@@ -1,10 +1,12 @@
 """The layering the README promises, checked from the source with ``ast``.
 
-1. The engine (``memory/``) imports nothing above it: not ``bot``, ``adapters`` or ``benchmarks``,
-   and no platform library. Every import statement counts, including those inside functions and
+1. The engine (``memory/``) imports nothing above it: not ``bot``, ``adapters``, ``benchmarks`` or the
+   evaluation package, and no platform library. Every import statement counts, including those inside functions and
    under ``if TYPE_CHECKING:``, since a deferred import is still a dependency.
-2. The first-party packages (``bot``, ``adapters``, ``memory``, ``benchmarks``) import each other
-   without circles, counting module-level and function-level imports alike.
+2. The first-party packages (``bot``, ``adapters``, ``memory``, ``benchmarks``, ``evaluation``) import
+   each other without circles, counting module-level and function-level imports alike.
+3. Adapters translate and nothing more: of the first-party code they import only ``bot`` and
+   ``memory.models`` (and each other), so every message reaches the store through the bot's one door.
 
 How an import becomes an edge of the graph: ``import a.b.c`` is an edge to ``a.b.c``;
 ``from a.b import c`` is an edge to the module ``a.b.c`` when there is one, else to ``a.b`` (the
@@ -23,9 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("bot", "adapters", "memory", "benchmarks")
+PACKAGES = ("bot", "adapters", "memory", "benchmarks", "evaluation")
 ENGINE = "memory"
-ABOVE_ENGINE = ("bot", "adapters", "benchmarks", "discord", "slack_sdk", "slack_bolt", "aiohttp")
+ABOVE_ENGINE = ("bot", "adapters", "benchmarks", "evaluation", "discord", "slack_sdk", "slack_bolt", "aiohttp")
+ADAPTERS = "adapters"
+ADAPTERS_MAY_IMPORT = ("bot", "memory.models", "adapters")
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,32 @@ def test_engine_imports_nothing_above_it():
     assert not bad, "memory/ must not import bot, adapters, benchmarks or a platform library:\n" + "\n".join(bad)
 
 
+def adapter_violations(root: Path, adapters: str, allowed: tuple[str, ...], first_party: tuple[str, ...]) -> list[str]:
+    """``file:line imports name`` for each first-party import in ``adapters`` outside ``allowed``."""
+    bad: list[str] = []
+    for module, path in find_modules(root, (adapters,)).items():
+        for imp in imports_of(module, path):
+            if imp.target.split(".")[0] not in first_party:
+                continue  # the platform libraries and the standard library are theirs to use
+            if not any(imp.target == a or imp.target.startswith(a + ".") for a in allowed):
+                bad.append(f"{imp.where(root)} ({module}) imports {imp.target}")
+    return bad
+
+
+def test_adapters_import_only_the_bot_and_the_message_model():
+    bad = adapter_violations(ROOT, ADAPTERS, ADAPTERS_MAY_IMPORT, PACKAGES)
+    assert not bad, "adapters/ may import only bot and memory.models of our code:\n" + "\n".join(bad)
+
+
+def test_store_and_privacy_import_no_adapter_and_the_engine_no_evaluation():
+    for module, path in find_modules(ROOT, (ENGINE,)).items():
+        for imp in imports_of(module, path):
+            top = imp.target.split(".")[0]
+            assert top != "evaluation", f"{imp.where(ROOT)}: the engine imports the evaluation package"
+            if module.startswith(("memory.store", "memory.privacy")):
+                assert top != "adapters", f"{imp.where(ROOT)}: {module} imports {imp.target}"
+
+
 def test_no_import_cycles():
     graph = import_graph(ROOT, PACKAGES)
     found = cycles(graph)
@@ -180,7 +210,7 @@ def test_every_package_is_walked():
     modules = find_modules(ROOT, PACKAGES)
     for package in PACKAGES:
         assert package in modules, f"{package}/__init__.py not found"
-    assert "memory.datasets.loaders" in modules and "benchmarks.load" in modules
+    assert "memory.datasets.loaders" in modules and "benchmarks.load" in modules and "evaluation.answer" in modules
 
 
 # ---- the checker itself: it must be able to fail ---------------------------
@@ -204,6 +234,18 @@ def test_checker_flags_an_engine_import_inside_a_function(tmp_path):
     assert len(bad) == 2
     assert any("eng/util.py:2" in b and "bot.app" in b for b in bad)
     assert any("eng/deep/plat.py:1" in b and "slack_sdk.web" in b for b in bad)
+
+
+def test_adapter_checker_flags_a_store_import(tmp_path):
+    _write(tmp_path, {
+        "ad/__init__.py": "",
+        "ad/ok.py": "import json\nimport discord\nfrom bot.actions import Actions\nfrom memory.models import Message\n",
+        "ad/bad.py": "def f():\n    from memory.store import Store\n    from memory import privacy\n",
+        "bot/__init__.py": "", "memory/__init__.py": "", "memory/models.py": "", "memory/store.py": "",
+        "memory/privacy.py": "",
+    })
+    bad = adapter_violations(tmp_path, "ad", ("bot", "memory.models", "ad"), ("ad", "bot", "memory"))
+    assert len(bad) == 2 and all("ad/bad.py" in b for b in bad)
 
 
 def test_checker_resolves_relative_imports(tmp_path):

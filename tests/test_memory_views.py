@@ -124,8 +124,15 @@ def test_profile_after_the_writer_reads_right_for_each_member(demo, person):
     pid = person.casefold()
     lines = reply.text.splitlines()
     assert lines[0] == f"What I remember about {person}:"
-    records = bot.records.get(reply.data["records"] + reply.data["group_records"], with_sources=True)
-    assert records and all(r.owner == pid or (r.owner == GROUP and r.source == pid) for r in records)
+    sid = bot.store.scope_id(key)
+    own = bot.records.heads([sid], owners=[pid]) + [r for r in bot.records.heads([sid], owners=[GROUP])
+                                                     if r.source == pid]
+    shown = {tuple(ids) for ids in reply.data["records"] + reply.data["group_records"]}
+    # The reply names records by their messages' platform ids, which match the person's own records.
+    by_ids = {tuple(m.msg_id for m in bot.store.messages(r.sources)): r for r in own}
+    assert shown and shown <= set(by_ids)
+    records = [by_ids[ids] for ids in shown]
+    assert all(r.owner == pid or (r.owner == GROUP and r.source == pid) for r in records)
     # Every record line cites the message it rests on; a quoted message is quoted under its speaker's name.
     for line in lines[1:]:
         if line.startswith("- "):

@@ -1,11 +1,11 @@
-"""PNG plots beside eval and bench reports (memory/eval/plots.py), from the reports' JSON dicts."""
+"""PNG plots beside eval and bench reports (evaluation/plots.py), from the reports' JSON dicts."""
 from __future__ import annotations
 
 import builtins
 
 import pytest
 
-from memory.eval import plots
+from evaluation import plots
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -9,7 +9,7 @@ import pytest
 from adapters.console import ConsoleChat
 from bot.app import Bot
 from bot.config import Settings
-from memory.eval.answer import unchecked_citations
+from evaluation.answer import unchecked_citations
 from memory.models import ScopeKey
 from memory.query.answer import Answerer
 from memory.query.reply import DECLINE, quote_of
@@ -271,8 +271,8 @@ def test_demo_questions_with_the_shipped_model(tmp_path, embedder):
 def test_decline_threshold_is_the_highest_under_the_false_decline_cap():
     import numpy as np
 
-    from memory.eval.rerank_data import Example
-    from memory.eval.rerank_train import choose_threshold
+    from evaluation.rerank_data import Example
+    from evaluation.rerank_train import choose_threshold
 
     def ex(dataset: str, answerable: bool) -> Example:
         return Example(dataset, "c", "q", "x", None, np.zeros((0, 1)), np.zeros(0), [], [], [], 1.0, answerable)

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from memory import ftsquery
 from memory.models import ScopeKey
 from memory.search import Searcher, rrf
 from memory.store import Store
+from tests._properties import prop
 from tests.conftest import msg
 
 FTS_SYNTAX = ['"', '""', "NEAR(a b", "NEAR", "*", "-", ":", "a:b", "(", ")", "((", "a AND", "OR OR",
@@ -44,7 +45,7 @@ def test_fts_syntax_is_searched_as_text(populated, query):
     s.phrase(scope(populated), query)
 
 
-@settings(max_examples=150, deadline=None)
+@prop(150, slow=False)
 @given(st.text(max_size=80))
 def test_arbitrary_text_never_breaks_fts(text):
     query = ftsquery.match_any(text)

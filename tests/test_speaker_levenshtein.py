@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from memory.speaker_levenshtein import (
+from evaluation.speaker_levenshtein import (
     MemRecord,
     hungarian,
     owner_score,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from evaluation.writer import reverify_store
 from memory.datasets import load_dataset
 from memory.datasets.jsonl import read_jsonl
-from memory.eval.writer import reverify_store
 from memory.records import Records
 from memory.records_sync import attach
 from memory.store import Store

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from memory.eval.writer_reference import content_pairs, load_reference, reference_files, score_stores
+from evaluation.speaker_levenshtein import MemRecord
+from evaluation.writer_reference import content_pairs, load_reference, reference_files, score_stores
 from memory.llm.fake import ScriptedLLM
 from memory.records import Records
 from memory.records_sync import attach
-from memory.speaker_levenshtein import MemRecord
 from memory.writer.writer import Writer, WriterConfig
 from tests.conftest import msg
 
@@ -112,7 +112,7 @@ def test_owner_disagreements_are_sorted_by_kind(tmp_path, written):
 
 
 def test_disagreement_kind_names_a_profile_choice():
-    from memory.eval.writer_reference import disagreement_kind
+    from evaluation.writer_reference import disagreement_kind
 
     ours = MemRecord("Bev", "Marcus I saw you limping at the end", "per_speaker_core", "fact", "Bev")
     theirs = MemRecord("Marcus", "Marcus limped at the end of the hike", "per_speaker_profile", "fact", "Bev")

@@ -18,11 +18,11 @@ from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
 
 from bot.actions import Actions, Invoker, guarded
+from bot.backfill import Backfiller, BackfillResult
 from bot.command_table import run_text
 from bot.replies import Reply, split_for_chat
 from memory.models import ScopeKey
 
-from ..backfill import Backfiller, BackfillResult
 from .events import EventDeduper, event_to_model, is_wanted
 from .history import HISTORY_INTERVAL_S, Pacer, SlackHistory, SlackHistoryReader
 from .http import serve_http
@@ -53,7 +53,7 @@ class SlackAdapter:
         self.directory = SlackDirectory(client)
         self.history = SlackHistoryReader(client, self.directory, self.identity, self.wanted,
                                           Pacer(history_interval_s, sleep))
-        self.deduper = EventDeduper(actions.store)
+        self.deduper = EventDeduper(actions.door)
         self.executor = executor or ThreadPoolExecutor(8, thread_name_prefix="chorus-slack")
         self._socket: Any = None
         # process_before_response: acks run in the request thread (never queued behind model work);
@@ -231,7 +231,7 @@ class SlackAdapter:
         older than ``since`` are not stored."""
         self.identity.load()
         streams = [SlackHistory(self.history, team, cid, name, is_dm) for cid, name, is_dm in channels]
-        backfiller = Backfiller(self.actions.store, default_opt_in=self.actions.default_opt_in, since=since,
+        backfiller = Backfiller(self.actions.door, default_opt_in=self.actions.default_opt_in, since=since,
                                 **({"progress": progress} if progress is not None else {}))
         result = asyncio.run(backfiller.run(streams, max_pages=max_pages))
         log.info("slack backfill of %s: %s", team, result.summary())

@@ -5,10 +5,8 @@ in the store, so a retry after a restart is still recognised.
 """
 from __future__ import annotations
 
-import time
-
+from bot.door import Door
 from memory.models import Message
-from memory.store import Store
 
 from .links import PLATFORM
 from .users import SlackDirectory, SlackUser
@@ -53,20 +51,10 @@ def event_to_model(event: dict, team: str, directory: SlackDirectory,
 
 
 class EventDeduper:
-    """Remembers handled event ids for a day so Slack's retries are answered once."""
+    """Answers Slack's re-deliveries once: the bot's door remembers handled event ids for a day."""
 
-    def __init__(self, store: Store, *, keep_s: float = 86400.0) -> None:
-        self.store = store
-        self.keep_s = keep_s
-        self._since_prune = 0
+    def __init__(self, door: Door) -> None:
+        self.door = door
 
     def first_time(self, event_id: str) -> bool:
-        now = time.time()
-        with self.store.write() as conn:
-            fresh = conn.execute("INSERT OR IGNORE INTO processed_events(platform, event_id, created_at) "
-                                 "VALUES (?,?,?)", (PLATFORM, event_id, now)).rowcount > 0
-            self._since_prune += 1
-            if self._since_prune >= 1000:
-                conn.execute("DELETE FROM processed_events WHERE created_at < ?", (now - self.keep_s,))
-                self._since_prune = 0
-        return fresh
+        return self.door.first_event(PLATFORM, event_id)

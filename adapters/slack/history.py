@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 from slack_sdk import WebClient
 
+from bot.backfill import Page
 from memory.models import ScopeKey
 
-from ..backfill import Page
 from .events import event_to_model
 from .links import PLATFORM
 from .users import BotIdentity, SlackDirectory

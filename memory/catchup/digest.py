@@ -81,8 +81,12 @@ class Digest:
     def to_json(self) -> dict:
         return {"member": self.member_id, "since": self.since, "until": self.until, "more": self.more,
                 "scanned": self.scanned, "capped": self.capped,
-                "lines": [{"kind": ln.kind, "messages": ln.message_ids, "was": ln.was_ids, "origin": ln.origin,
-                           "record": ln.record_id} for ln in self.lines]}
+                "lines": [{"kind": ln.kind, "messages": self.platform_ids(ln.message_ids),
+                           "was": self.platform_ids(ln.was_ids), "origin": ln.origin} for ln in self.lines]}
+
+    def platform_ids(self, ids: Sequence[int]) -> list[str]:
+        """The platform's ids of cited messages: what the member can see (store row ids stay inside)."""
+        return [self.messages[i].msg_id for i in ids if i in self.messages]
 
 
 # ---------------------------------------------------------------------- reading the store

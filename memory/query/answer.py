@@ -51,9 +51,8 @@ _CITE = re.compile(r"\[(\d{1,3})\]")
 GROUP_QUOTES = 3
 ACT_ORDER = ("decision", "norm", "change", "plan")  # what "what did we decide?" shows first; tasks are not asked
 UNREAD_ACTS = 200  # the newest messages past the writer's watermark that "what did we decide?" reads itself
-# Below this cosine to every candidate, a question none of whose words the chat uses is off topic. On the
-# dev sets it declines no more than 1.3% of answerable questions (FriendsQA 0.3%, SocialMemBench 1.3%,
-# LoCoMo 0%); chosen on SocialMemBench and FriendsQA.
+# Below this cosine to every candidate, a question none of whose words the chat uses is off topic. Chosen on
+# SocialMemBench and FriendsQA; its false declines per dataset are in docs/replies.md.
 OFF_TOPIC_COSINE = 0.35
 _COS = FEATURES.index("cos")
 # The model's own "the messages don't say": its sentence then turns the reply into a decline.

@@ -5,7 +5,7 @@ it in its session, the message it replies to, the turn after it, its author. The
 question often does not repeat the question's words while its neighbours do ("Who is giving
 Ana lifts?" is answered by "I can do the morning" right after Ana asked), so each candidate's
 features describe its context as well as itself. The same function builds the features at
-reply time and for training (memory/eval/rerank_data.py), so the model sees one definition.
+reply time and for training (evaluation/rerank_data.py), so the model sees one definition.
 """
 from __future__ import annotations
 

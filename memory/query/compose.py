@@ -19,12 +19,10 @@ from ..store import Person, Store
 from ..timefmt import stamp
 from .dates import annotate
 
-# Reciprocal-rank constant for fusing Track 2 provenance with Track 1 hits in
-# `EvidencePack.message_ids` (5, 10 and 30 scored alike on SocialMemBench).
+# Reciprocal-rank constant for fusing Track 2 provenance with Track 1 hits in `EvidencePack.message_ids`.
 _FUSION_K = 10
-# Track 2 provenance counts half as much as a verbatim hit. Measured twice on writer-made stores, on two
-# datasets: LoCoMo conversations 1-4 (previous writer) full@10 66.0 -> 67.1, and SocialMemBench dev (this
-# writer) 71.5 -> 73.4, against Track 1 alone at 67.2 and 73.9 (docs/writer.md).
+# Track 2 provenance counts half as much as a verbatim hit: a record is a summary of a message, so it points
+# at evidence rather than being it. How it was chosen, with figures: docs/writer.md.
 TRACK2_WEIGHT = 0.5
 
 

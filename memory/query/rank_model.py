@@ -5,7 +5,7 @@ memory/query/candidates.py; the decline is a logistic regression over features o
 reranked list (how strong and how clear the best candidate is, whether the visible chat
 uses the question's words at all, whether a top message states the kind of answer asked
 for), with the probability threshold chosen leave-one-dataset-out for at most 5% false
-declines. Both are rebuilt by ``chorus train reranker`` (memory/eval/rerank_train.py) from
+declines. Both are rebuilt by ``chorus train reranker`` (evaluation/rerank_train.py) from
 the dev splits whose licences allow it, and live in memory/query/models/.
 """
 from __future__ import annotations

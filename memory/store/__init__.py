@@ -15,6 +15,7 @@ addressed to the bot are stored but never indexed.
 - ``reads`` and ``edits``: reading messages back, editing and deleting them;
 - ``roster``: who has spoken in a scope;
 - ``scopeindex``: one FTS5 table per scope, and the text statistics read over a list of scopes;
+- ``platform_state``: handled platform event ids and history-import cursors;
 - ``rows``: the dataclasses the store returns, mapped from rows by column name.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .backlog import EmbeddingBacklog, embed_text, text_hash
 from .base import DEFAULT_IDLE_GAP_S, StoreBase, explain_db_error
 from .edits import Edits
 from .ingest import MAX_TEXT_CHARS, Ingest
+from .platform_state import Cursor, PlatformState
 from .reads import Reads
 from .roster import Roster
 from .rows import MESSAGE_COLUMNS, IngestResult, Person, Scope, select_messages
@@ -30,12 +32,13 @@ from .scopeindex import ScopeStats, TermStats
 from .scopes import Scopes
 
 
-class Store(Ingest, Edits, Roster, ScopeStats):
+class Store(Ingest, Edits, Roster, ScopeStats, PlatformState):
     """The Chorus store: one SQLite file in WAL mode, written through one lock."""
 
 
 __all__ = [
-    "DEFAULT_IDLE_GAP_S", "MAX_TEXT_CHARS", "MESSAGE_COLUMNS", "Edits", "EmbeddingBacklog", "Ingest",
-    "IngestResult", "Person", "Reads", "Roster", "Scope", "ScopeStats", "Scopes", "Store", "StoreBase", "TermStats",
+    "DEFAULT_IDLE_GAP_S", "MAX_TEXT_CHARS", "MESSAGE_COLUMNS", "Cursor", "Edits", "EmbeddingBacklog", "Ingest",
+    "IngestResult", "Person", "PlatformState", "Reads", "Roster", "Scope", "ScopeStats", "Scopes", "Store",
+    "StoreBase", "TermStats",
     "embed_text", "explain_db_error", "select_messages", "text_hash",
 ]

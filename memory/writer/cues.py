@@ -21,8 +21,8 @@ from ..people import People
 from ..records import GROUP, GROUP_ACT_UTYPES, Record
 from .grounding import content_terms
 
-# A first-person message with at least this many content words is a self-report worth a core record.
-# Flat on SocialMemBench dev (owner accuracy 77.2 / 77.3 / 76.5% at 4 / 6 / 8); see docs/writer.md.
+# A first-person message with at least this many content words is a self-report worth a core record
+# (docs/writer.md has the figures it was chosen on).
 SELF_REPORT_MIN_WORDS = 6
 # A message to or about one other member needs this many content words (the name included) to be worth a
 # profile record: "Marcus how's the knee?" (3) is, a bare "Tobenna. Come on." is not.

@@ -17,15 +17,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..datasets import load_dataset
-from ..embeddings.base import Embedder
-from ..llm.base import LLM
-from ..records import GROUP, Records
-from ..records_sync import attach
-from ..store import Store
-from ..writer.grounding import ground
-from ..writer.insights import Persona
-from ..writer.writer import Writer, WriterConfig
+from memory.datasets import load_dataset
+from memory.embeddings.base import Embedder
+from memory.llm.base import LLM
+from memory.records import GROUP, Records
+from memory.records_sync import attach
+from memory.store import Store
+from memory.writer.grounding import ground
+from memory.writer.insights import Persona
+from memory.writer.writer import Writer, WriterConfig
+
 from .report import markdown_table
 from .stores import safe_name
 from .writer_reference import ReferenceReport, reference_files, score_stores

@@ -4,7 +4,8 @@ Each platform supplies a ``HistoryStream`` (Discord and Slack fetchers live in t
 adapter modules) that returns pages strictly after a platform id, oldest first. The
 cursor table remembers the newest id fetched per scope and stream, so an interrupted
 run resumes where it stopped; the store's unique (scope, message id) keeps a page
-fetched twice from being stored twice.
+fetched twice from being stored twice. Pages are stored through the bot's one door (``bot.door``),
+so history passes the same privacy gate and retry queue as live messages.
 """
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from memory import privacy
+from memory.errors import StoreError
 from memory.models import Message, ScopeKey
-from memory.store import Store
+from memory.store import Cursor
 from memory.tally import Tally
+
+from .door import Door
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +52,6 @@ class HistoryStream(Protocol):
 
 
 @dataclass
-class Cursor:
-    oldest_id: str | None = None
-    newest_id: str | None = None
-    fetched: int = 0
-    done: bool = False
-
-
-@dataclass
 class BackfillResult(Tally):
     streams: int = 0
     pages: int = 0
@@ -64,6 +59,7 @@ class BackfillResult(Tally):
     imported: int = 0
     duplicates: int = 0
     refused: int = 0
+    queued: int = 0  # the store refused the write for now: the door's queue stores them when it can
     older: int = 0  # older than the import's limit (``since``), fetched but not stored
     errors: list[str] = field(default_factory=list)
 
@@ -72,23 +68,6 @@ class BackfillResult(Tally):
                 f"{self.duplicates} already stored, {self.refused} not remembered (privacy)"
                 + (f", {self.older} older than the limit" if self.older else "")
                 + (f", {len(self.errors)} error(s)" if self.errors else ""))
-
-
-def load_cursor(store: Store, scope_id: int, stream: str) -> Cursor:
-    with store.read() as conn:
-        row = conn.execute("SELECT oldest_id, newest_id, fetched, done FROM backfill_cursors "
-                           "WHERE scope_id = ? AND stream = ?", (scope_id, stream)).fetchone()
-    return Cursor(row[0], row[1], row[2], bool(row[3])) if row else Cursor()
-
-
-def save_cursor(store: Store, scope_id: int, stream: str, cursor: Cursor) -> None:
-    with store.write() as conn:
-        conn.execute(
-            "INSERT INTO backfill_cursors(scope_id, stream, oldest_id, newest_id, fetched, done, updated_at) "
-            "VALUES (?,?,?,?,?,?,?) ON CONFLICT(scope_id, stream) DO UPDATE SET oldest_id = excluded.oldest_id, "
-            "newest_id = excluded.newest_id, fetched = excluded.fetched, done = excluded.done, "
-            "updated_at = excluded.updated_at",
-            (scope_id, stream, cursor.oldest_id, cursor.newest_id, cursor.fetched, int(cursor.done), time.time()))
 
 
 Progress = Callable[[str, BackfillResult], None]
@@ -102,17 +81,17 @@ def log_progress(label: str, result: BackfillResult) -> None:
 class Backfiller:
     """Runs history streams into the store, one page at a time, oldest first."""
 
-    def __init__(self, store: Store, *, default_opt_in: bool = True, page_size: int = DEFAULT_PAGE_SIZE,
+    def __init__(self, door: Door, *, default_opt_in: bool | None = None, page_size: int = DEFAULT_PAGE_SIZE,
                  min_interval_s: float = 0.0, embed: bool | None = None, executor: Executor | None = None,
                  progress: Progress | None = log_progress,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  accept: Callable[[Message], bool] | None = None, since: float | None = None) -> None:
-        self.store = store
+        self.door = door
         self.since = since  # epoch seconds: older messages are read past but not stored (None: all history)
         self.default_opt_in = default_opt_in
         self.page_size = page_size
         self.min_interval_s = min_interval_s
-        self.embed = store.embedder is not None if embed is None else embed
+        self.embed = door.store.embedder is not None if embed is None else embed
         self.executor = executor
         self.progress = progress
         self._sleep = sleep
@@ -136,10 +115,9 @@ class Backfiller:
         """Import one stream from its cursor onwards; returns what this run did."""
         loop = asyncio.get_running_loop()
         result = BackfillResult(streams=1)
-        sid = await loop.run_in_executor(self.executor, lambda: privacy.ensure_scope(
-            self.store, stream.key, default_opt_in=self.default_opt_in, name=stream.channel_name,
-            is_dm=stream.is_dm))
-        cursor = await loop.run_in_executor(self.executor, load_cursor, self.store, sid, stream.stream)
+        sid = await loop.run_in_executor(self.executor, lambda: self.door.scope(
+            stream.key, default_opt_in=self.default_opt_in, name=stream.channel_name, is_dm=stream.is_dm))
+        cursor = await loop.run_in_executor(self.executor, self.door.cursor, sid, stream.stream)
         while max_pages is None or result.pages < max_pages:
             await self._pace()
             page = await stream.fetch_after(cursor.newest_id, self.page_size)
@@ -167,19 +145,21 @@ class Backfiller:
                 result.older += 1
             elif self._accept is not None and not self._accept(m):
                 result.refused += 1
-            elif privacy.ingest_refusal(self.store, m, default_opt_in=self.default_opt_in):
-                result.refused += 1
             else:
                 keep.append(m)
         if keep:
-            r = self.store.ingest(keep, embed=self.embed, batch_size=len(keep))
-            result.imported += r.inserted
+            r = self.door.remember(keep, embed=self.embed, batch_size=len(keep), default_opt_in=self.default_opt_in)
+            result.imported += r.stored
             result.duplicates += r.duplicates
-            result.refused += r.skipped
+            result.refused += r.refused
+            result.queued += r.queued
+            if r.queued:  # the cursor stays before this page, so a later run fetches it again (duplicates drop)
+                raise StoreError(f"the store refused writes while importing {stream.label}; {r.queued} messages "
+                                 "wait in the retry queue and the import resumes from this page next time")
         if page.messages and cursor.oldest_id is None:
             cursor.oldest_id = min(page.messages, key=lambda m: m.ts).msg_id
         if page.newest_id is not None:
             cursor.newest_id = page.newest_id
         cursor.fetched += page.fetched or len(page.messages)
         cursor.done = cursor.done or not page.more
-        save_cursor(self.store, sid, stream.stream, cursor)
+        self.door.save_cursor(sid, stream.stream, cursor)

@@ -23,8 +23,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..query.candidates import FEATURES
-from ..query.rank_model import DECLINE_FEATURES, DECLINE_FILE, MODEL_DIR, RERANKER_FILE, decline_features, search_prior
+from memory.query.candidates import FEATURES
+from memory.query.rank_model import (
+    DECLINE_FEATURES,
+    DECLINE_FILE,
+    MODEL_DIR,
+    RERANKER_FILE,
+    decline_features,
+    search_prior,
+)
+
 from .report import markdown_table
 from .rerank_data import Example
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..datasets import Conversation, load_dataset
-from ..embeddings.base import Embedder
-from ..search import Mode, Searcher
-from ..store import Store
+from memory.datasets import Conversation, load_dataset
+from memory.embeddings.base import Embedder
+from memory.search import Mode, Searcher
+from memory.store import Store
+
 from .report import markdown_table, mean
 from .stores import conversation_stores
 
@@ -50,7 +51,7 @@ def full_system(**ablations: bool) -> System:
     flags = {"track1": True, "track2": True, "person_rows": True, "group_rows": True, **ablations}
 
     def run(ctx: EvalContext, question: str, k: int) -> list[str]:
-        from ..query.answer import Answerer
+        from memory.query.answer import Answerer
 
         answerer = ctx.answerer
         assert isinstance(answerer, Answerer)
@@ -115,9 +116,9 @@ class RetrievalReport:
 
 
 def _answerer(store: Store, searcher: Searcher, k: int):
-    from ..query.answer import Answerer
-    from ..query.compose import Budgets
-    from ..records import Records
+    from memory.query.answer import Answerer
+    from memory.query.compose import Budgets
+    from memory.records import Records
 
     return Answerer(store, searcher, Records(store), None, budgets=Budgets(top_k=k))
 

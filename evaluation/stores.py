@@ -11,9 +11,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..datasets import Conversation
-from ..embeddings.base import Embedder
-from ..store import Store
+from memory.datasets import Conversation
+from memory.embeddings.base import Embedder
+from memory.store import Store
 
 
 def safe_name(text: str) -> str:

@@ -4,7 +4,7 @@ For every conversation: each message's vector, author, time, parent row and leng
 the live vector mirror, so the parent rule is the searcher's own); for every question: its
 vectors (as asked, and without asking words), the full BM25 ranking for each author-column
 weight tried, and its chat signals. Scoring a constant setting is then numpy over these arrays
-(memory/eval/lodo.py), never a re-run of search.
+(evaluation/lodo.py), never a re-run of search.
 """
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ..datasets import load_dataset
-from ..embeddings.base import Embedder
-from ..errors import StoreError
-from ..search import HYBRID_BM25_MAX_DF, Searcher
-from ..signals import dense_query, read_question
-from ..store import Store
+from memory.datasets import load_dataset
+from memory.embeddings.base import Embedder
+from memory.errors import StoreError
+from memory.search import HYBRID_BM25_MAX_DF, Searcher
+from memory.signals import dense_query, read_question
+from memory.store import Store
+
 from .stores import conversation_stores, safe_name
 
 AUTHOR_COLUMNS = (0.0, 0.3, 1.0)  # BM25 weights of the author-name column cached for tuning

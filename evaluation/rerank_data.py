@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ..datasets import load_dataset
-from ..embeddings.base import Embedder
-from ..query.answer import Answerer
-from ..query.candidates import FEATURES
-from ..question import Question
-from ..records import Records
-from ..search import Searcher
+from memory.datasets import load_dataset
+from memory.embeddings.base import Embedder
+from memory.query.answer import Answerer
+from memory.query.candidates import FEATURES
+from memory.question import Question
+from memory.records import Records
+from memory.search import Searcher
+
 from .stores import conversation_stores
 
 

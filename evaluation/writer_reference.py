@@ -4,7 +4,7 @@ The reference is SpeakerMem-R1's teacher trajectories for SocialMemBench (one
 ``*.actions.json`` per network, its ``final_state.heads`` being the memory the
 teacher ended with). Reported per network and overall:
 
-* SpeakerLevenshtein (memory/speaker_levenshtein.py, the paper's Eqs. 7, 13-16);
+* SpeakerLevenshtein (evaluation/speaker_levenshtein.py, the paper's Eqs. 7, 13-16);
 * owner accuracy: records are paired one-to-one on content alone (similarity
   >= ``CONTENT_MATCH``, Eq. 13's soft match); of those pairs, the share whose owner
   is the reference's owner; and of the reference records, the share whose owner
@@ -28,10 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..db import select_into
-from ..speaker_levenshtein import MemRecord, hungarian, norm_name, pair_similarity, speaker_levenshtein, tokens
-from ..store import Store
+from memory.db import select_into
+from memory.store import Store
+
 from .report import markdown_table
+from .speaker_levenshtein import MemRecord, hungarian, norm_name, pair_similarity, speaker_levenshtein, tokens
 
 CONTENT_MATCH = 0.3          # the issue's matching threshold for "same content"
 # Share of the reference's words found in the chat below which its memory is taken to be in another

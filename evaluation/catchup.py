@@ -23,15 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..catchup.digest import CatchupConfig, build_digest
-from ..catchup.members import Member
-from ..catchup.render import render
-from ..datasets.base import Conversation
-from ..datasets.socialmem import load_network
-from ..errors import DatasetError
-from ..ftsquery import match_any
-from ..query.support import check_sentence
-from ..store import Store, scopeindex, select_messages
+from memory.catchup.digest import CatchupConfig, build_digest
+from memory.catchup.members import Member
+from memory.catchup.render import render
+from memory.datasets.base import Conversation
+from memory.datasets.socialmem import load_network
+from memory.errors import DatasetError
+from memory.ftsquery import match_any
+from memory.query.support import check_sentence
+from memory.store import Store, scopeindex, select_messages
+
 from .report import markdown_table, mean
 
 SMB_CATEGORIES = {"Q2": "decision", "Q6": "norm", "Q8": "change"}

@@ -25,11 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from ..datasets import load_dataset
-from ..embeddings.base import Embedder
-from ..groupacts import CHEAP, EMBEDDER_FAMILY, KINDS, GroupActClassifier, cap_per_session, own_news, stated
-from ..models import StoredMessage
-from ..speaker_levenshtein import MemRecord, pair_similarity
+from memory.datasets import load_dataset
+from memory.embeddings.base import Embedder
+from memory.groupacts import CHEAP, EMBEDDER_FAMILY, KINDS, GroupActClassifier, cap_per_session, own_news, stated
+from memory.models import StoredMessage
+
+from .speaker_levenshtein import MemRecord, pair_similarity
 from .writer_reference import (
     CONTENT_MATCH,
     SAME_LANGUAGE,

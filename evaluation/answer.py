@@ -20,15 +20,16 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..datasets import load_dataset
-from ..embeddings.base import Embedder
-from ..llm.base import LLM
-from ..query.answer import Answer, Answerer, PersonaVoice
-from ..query.support import content_stems
-from ..records import Records
-from ..search import Searcher
-from ..store import Store
-from ..timefmt import stamp
+from memory.datasets import load_dataset
+from memory.embeddings.base import Embedder
+from memory.llm.base import LLM
+from memory.query.answer import Answer, Answerer, PersonaVoice
+from memory.query.support import content_stems
+from memory.records import Records
+from memory.search import Searcher
+from memory.store import Store
+from memory.timefmt import stamp
+
 from .report import markdown_table, mean
 from .retrieval import _cat_key
 from .stores import conversation_stores

@@ -1,6 +1,6 @@
 """Leave-one-dataset-out tuning of hybrid search's constants, scored offline in numpy.
 
-Each dataset's cached features (memory/eval/features.py) become padded [questions, messages]
+Each dataset's cached features (evaluation/features.py) become padded [questions, messages]
 arrays; one constant setting is then scored by the very fusion code the searcher runs
 (memory/fusion.py). Constants are chosen by coordinate search on two datasets (mean of their
 recall@10) and reported on the third, for each of the three, beside those chosen on all three.
@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..fusion import FusionParams, fuse, replies_of, spread_authors, with_context
-from ..search import OLD_RRF
-from ..signals import pinned_periods
+from memory.fusion import FusionParams, fuse, replies_of, spread_authors, with_context
+from memory.search import OLD_RRF
+from memory.signals import pinned_periods
+
 from .features import AUTHOR_COLUMNS, DatasetFeatures
 from .report import markdown_table
 
