@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Self, Unpack
 
+from memory.analysis.runner import AnalysisPass
+from memory.analysis.shipped import shipped_models
 from memory.catchup import subscriptions
 from memory.embeddings.base import Embedder
 from memory.errors import ChorusError, EmbeddingError, ModelError
@@ -123,6 +125,8 @@ class Bot:
         self._embed_wakeup = threading.Event()
         self._embed_stop = threading.Event()
         self._embed_thread: threading.Thread | None = None
+        self._analysis: AnalysisPass | None = None
+        self._analysis_error: str | None = None
         # The one door into the store: the privacy gate, then the store or (locked, disk full) the retry queue.
         self.door = Door(self.store, default_opt_in=settings.scopes.default_opt_in, on_stored=self._wake_embedder)
 
@@ -188,7 +192,7 @@ class Bot:
                                   default_opt_in=default_opt_in)
 
     def _wake_embedder(self) -> None:
-        if self.store.embedder is not None:
+        if self.store.embedder is not None or self.settings.analysis.enabled:
             self._start_embedder()
             self._embed_wakeup.set()
 
@@ -198,18 +202,46 @@ class Bot:
             self._embed_thread.start()
 
     def _embed_loop(self) -> None:
+        """The backlog thread: vectors first, then the analysis that reads them, a batch at a time each."""
         while not self._embed_stop.is_set():
             self._embed_wakeup.wait(timeout=5.0)
             self._embed_wakeup.clear()
             if self._embed_stop.is_set() or self.store.closed:
                 break
             try:  # one batch at a time, so closing never waits for a whole backlog
-                while not self._embed_stop.is_set() and self.store.embed_pending(batch_size=64, limit=64):
-                    pass
+                while not self._embed_stop.is_set():
+                    embedded = self.store.embed_pending(batch_size=64, limit=64) if self.store.embedder else 0
+                    analysed = self.analyse_pending(limit=64)
+                    if not embedded and not analysed:
+                        break
             except ChorusError as exc:  # a background job is a boundary: log, retry on the next wake-up
-                log.error("embedding backlog failed: %s", exc, exc_info=True)
+                log.error("backlog failed: %s", exc, exc_info=True)
             except Exception:
-                log.exception("embedding backlog crashed")
+                log.exception("backlog crashed")
+
+    @property
+    def analysis(self) -> AnalysisPass | None:
+        """The analysis pass with the shipped models; None when switched off or the models cannot load."""
+        if not self.settings.analysis.enabled or self._analysis_error is not None:
+            return None
+        if self._analysis is None:
+            with self._llm_lock:
+                if self._analysis is None and self._analysis_error is None:
+                    try:
+                        acts, links = shipped_models()
+                        self._analysis = AnalysisPass(self.store, self.records, acts, links)
+                    except ChorusError as exc:
+                        self._analysis_error = str(exc)
+                        log.error("analysis pass unavailable: %s", exc)
+        return self._analysis
+
+    def analyse_pending(self, scope_ids: list[int] | None = None, limit: int | None = 64) -> int:
+        """Analyse waiting messages now (of these scopes; at most ``limit``): what a question or a catch-up
+        needs first. Bounded, like ``flush_embeddings``: a backlog never holds a reply for long."""
+        analysis = self.analysis
+        if analysis is None or not self.store.pending_analysis(scope_ids):
+            return 0
+        return analysis.run(limit=limit, scope_ids=scope_ids)
 
     def flush_embeddings(self, scope_ids: list[int] | None = None, limit: int = 64) -> int:
         """Embed the newest waiting messages of these scopes now, so a question sees them by meaning too.
@@ -236,6 +268,10 @@ class Bot:
             self.flush_embeddings(scope_ids)
         except EmbeddingError as exc:  # words still find every message; the backlog retries later
             log.warning("could not embed new messages before answering: %s", exc, exc_info=True)
+        try:
+            self.analyse_pending(scope_ids)  # the newest messages' entities and acts, bounded like the vectors
+        except ChorusError as exc:  # the reply reads what is analysed; the backlog retries the rest later
+            log.warning("could not analyse new messages before answering: %s", exc, exc_info=True)
         self.searcher.degraded = None
         exclude: set[int] = set()
         if asked_in is not None:
@@ -325,8 +361,10 @@ class Bot:
                         "model (llm.model_path or llm.backend) writes them under that check")
         else:
             insights = "written by the configured model, each kept only if the facts it cites support it"
+        analysis = ("switched off (analysis.enabled)" if not self.settings.analysis.enabled
+                    else f"unavailable ({self._analysis_error})" if self._analysis_error else "")
         st = read_status(self.store, self.records, self.read_only_writer(), scope_ids, replies=replies,
-                         model_error=self._llm_error, insights=insights)
+                         model_error=self._llm_error, insights=insights, analysis=analysis)
         return Reply(st.text(), data=st.data())
 
     def __enter__(self) -> Self:

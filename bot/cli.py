@@ -138,6 +138,9 @@ CLI_COMMANDS: tuple[CliCommand, ...] = (
         Arg("--format", default="jsonl", choices=("jsonl", *DATASETS)),
         Arg("--no-embed", "store now, embed later with `chorus embed`", type=bool))),
     Command("embed", "embed messages imported without vectors", commands.embed),
+    Command("analyse", "analyse messages waiting for it (entities, acts, links, the group state); the bot does this "
+                       "in the background", commands.analyse, (
+        Arg("--retry-failed", "first put back the messages the analysis could not read", type=bool),)),
     Command("reindex", "re-embed everything with the configured embedder (after changing it)", commands.reindex, (
         Arg("--force", "re-embed even if the store already uses this embedder", type=bool),)),
     Command("ask", "ask the bot a question about one channel", commands.ask, (Arg("question", required=True), SCOPE)),

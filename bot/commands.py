@@ -113,6 +113,24 @@ def embed(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def analyse(args: argparse.Namespace, settings: Settings) -> int:
+    """Work through the analysis backlog now (embedding first what it needs), with progress."""
+    with Bot(settings, store=open_store(settings), load_models=False) as bot:
+        if args.retry_failed:
+            print(f"{bot.store.retry_failed_analysis()} message(s) put back in the analysis backlog", file=sys.stderr)
+        analysis = bot.analysis
+        if analysis is None:
+            raise ChorusError(f"the analysis pass is {bot.status().data['analysis'] or 'unavailable'}")
+        if bot.store.pending_embeddings():
+            with tqdm(total=bot.store.pending_embeddings(), desc="embed", unit="msg", file=sys.stderr) as bar:
+                bot.store.embed_pending(progress=bar.update)
+        with tqdm(total=bot.store.pending_analysis(), desc="analyse", unit="msg", file=sys.stderr) as bar:
+            done = analysis.run(progress=bar.update)
+        failed = bot.store.failed_analysis()
+    print(f"analysed {done} messages" + (f"; {failed} could not be read (see the log)" if failed else ""))
+    return 0
+
+
 def reindex(args: argparse.Namespace, settings: Settings) -> int:
     """Re-embed every message and record with the configured embedder (after changing `embeddings.*`)."""
     from memory.records import Records

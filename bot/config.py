@@ -88,6 +88,14 @@ class WriterSettings(Section):
         "'auto' is extractive for the small embedded default model and abstractive for a configured model.")
 
 
+class AnalysisSettings(Section):
+    enabled: bool = Field(True, description="Analyse every message in the background after it is stored (its "
+                          "named entities, what it does for the group, and the earlier decision, plan or question "
+                          "it changes, answers or confirms) and keep the group's decisions, plans, rules and tasks "
+                          "as memory records with their history. Replies, catch-up and /timeline read it; no "
+                          "language model is used.")
+
+
 class PersonaSettings(Section):
     name: str = Field("Chorus", description="The bot's name, as it introduces itself.")
     description: str = Field("the group's attentive, even-handed memory keeper",
@@ -229,6 +237,8 @@ class Settings(Section):
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings, description="Sentence embeddings.")
     llm: LLMSettings = Field(default_factory=LLMSettings, description="The local language model.")
     writer: WriterSettings = Field(default_factory=WriterSettings, description="The memory writer.")
+    analysis: AnalysisSettings = Field(default_factory=AnalysisSettings, description="The analysis pass at "
+                                       "ingest (acts, links and the group state).")
     persona: PersonaSettings = Field(default_factory=PersonaSettings, description="The bot's persona.")
     search: SearchSettings = Field(default_factory=SearchSettings, description="Track 1 retrieval.")
     answer: AnswerSettings = Field(default_factory=AnswerSettings, description="Answers in chat.")

@@ -21,9 +21,12 @@ class Status:
     waiting_for_writer: int
     quarantined: int
     pending_embeddings: int
+    pending_analysis: int
     replies: str  # how replies are made
     insights: str = ""  # whether persona insights are written, and why not
     model_error: str | None = None
+    failed_analysis: int = 0
+    analysis: str = ""  # why the analysis pass is not running, when it is not
 
     def text(self) -> str:
         lines = [f"Messages remembered: {self.messages} from {self.members} member(s) in {self.scopes} "
@@ -31,6 +34,9 @@ class Status:
                  f"Memory records: {self.records}; {self.waiting_for_writer} message(s) not yet read by the "
                  f"writer{f', {self.quarantined} window(s) set aside after failing' if self.quarantined else ''}.",
                  f"Messages waiting for embeddings: {self.pending_embeddings}.",
+                 f"Messages waiting for the analysis (acts, decisions, plans): {self.pending_analysis}"
+                 + (f", {self.failed_analysis} it could not read (see the log)" if self.failed_analysis else "")
+                 + (f"; {self.analysis}" if self.analysis else "") + ".",
                  f"Replies: {self.replies}."]
         if self.insights:
             lines.append(f"Insights: {self.insights}.")
@@ -43,7 +49,7 @@ class Status:
 
 
 def read_status(store: Store, records: Records, writer: Writer, scope_ids: list[int], *, replies: str,
-                model_error: str | None = None, insights: str = "") -> Status:
+                model_error: str | None = None, insights: str = "", analysis: str = "") -> Status:
     """The status of ``scope_ids`` (every scope of the store when the caller passes them all)."""
     wanted = set(scope_ids)
     lag = [s for s in writer.lag() if s.scope_id in wanted]
@@ -56,6 +62,9 @@ def read_status(store: Store, records: Records, writer: Writer, scope_ids: list[
         waiting_for_writer=sum(s.pending_messages for s in lag),
         quarantined=sum(s.quarantined for s in lag),
         pending_embeddings=store.pending_embeddings(scope_ids),  # never another channel's backlog
+        pending_analysis=store.pending_analysis(scope_ids),
+        failed_analysis=store.failed_analysis(scope_ids),
+        analysis=analysis,
         replies=replies,
         insights=insights,
         model_error=model_error)

@@ -68,3 +68,7 @@ class DatasetError(ChorusError):
 
 class TimeExpressionError(InputError):
     """A time the user typed (``/catchup since ...``) could not be read, or names the future."""
+
+
+class AnalysisError(ChorusError):
+    """The analysis pass (entities, acts, links) could not read a message, or a model broke its contract."""

@@ -3,13 +3,16 @@
 Registered as store change hooks, inside the same transaction as the edit or
 deletion: a record resting only on deleted messages is retracted; a record with
 other sources, or whose message was edited, is re-verified against the text that
-remains and retracted if no longer grounded. Insights citing a retracted fact go too.
+remains and retracted if no longer grounded; a group-state record the analysis pass filed from an
+edited message is retracted, and the pass files the new text anew. Insights citing a retracted fact
+go too.
 """
 from __future__ import annotations
 
 import weakref
 
 from .db import Connection
+from .groupstate import GroupState
 from .records import Records
 from .store import Store
 from .writer.grounding import ground
@@ -22,7 +25,11 @@ def attach(store: Store, records: Records, *, threshold: float = 0.5) -> None:
     if store in _ATTACHED:
         return
 
+    state = GroupState(records)
+
     def on_change(conn: Connection, message_ids: list[int], reason: str) -> None:
+        if reason == "edited":  # the analysis pass reads the new text again and files it anew
+            state.retract_for(conn, message_ids, reason)
         affected = records.records_resting_on(conn, message_ids)
         retracted: list[int] = []
         for rid, sources in affected.items():

@@ -37,3 +37,39 @@ class HashEmbedder:
         if self.delay_s:
             time.sleep(self.delay_s * len(texts))
         return normalize(out)
+
+
+class ScriptedActs:
+    """An ``ActModel`` + ``LinkModel`` that reads its labels from the test: ``{text: (kind, owner, link)}``.
+
+    ``link`` is ``(kind, text of the earlier message)`` or None; texts not in the script are chatter. For tests
+    about what the pass and the group state do with labels, not about how good the labels are.
+    """
+
+    version = "scripted-1"
+
+    def __init__(self, script: dict[str, tuple]) -> None:
+        self.script = script
+        self.calls = 0
+
+    def acts(self, turns, history, people):
+        from memory.analysis.types import ACT_KINDS, Act
+
+        self.calls += 1
+        out = []
+        for t in turns:
+            kind, owner, _ = self.script.get(t.message.text, ("chatter", None, None))
+            probs = tuple(0.9 if k == kind else 0.1 / (len(ACT_KINDS) - 1) for k in ACT_KINDS)
+            out.append(Act(kind, 0.9, probs, owner, "" if kind == "chatter" else t.message.text.split()[0]))
+        return out
+
+    def links(self, turns, acts, history):
+        from memory.analysis.types import Link
+
+        seen = {t.message.text: t.message.id for t in (*history.acts, *history.recent)}
+        out = []
+        for t in turns:
+            link = self.script.get(t.message.text, (None, None, None))[2]
+            out.append(Link(link[0], seen[link[1]], 0.8) if link else None)
+            seen[t.message.text] = t.message.id
+        return out

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ..models import StoredMessage
 from ..nlp import Parsed
-from ..people import People
+
+if TYPE_CHECKING:  # the store imports these types, and People imports the store
+    from ..people import People
 
 # What a message does for the group.
 ACT_KINDS = ("decision", "plan", "change", "rule", "task", "question", "news", "chatter")

@@ -10,6 +10,7 @@ addressed to the bot are stored but never indexed.
 
 - ``base``: the connection, ``write``/``read``, meta, the vector table (``StoreBase``);
 - ``scopes``: scope ids by key and the scope list;
+- ``analysis``: each message's stored analysis (entities, act, link) and the analysis backlog;
 - ``backlog``: what gets embedded, vector reuse, the embedding backlog;
 - ``ingest``: appending messages (sessions, turns, FTS5 rows, roster counts);
 - ``reads`` and ``edits``: reading messages back, editing and deleting them;
@@ -20,6 +21,7 @@ addressed to the bot are stored but never indexed.
 """
 from __future__ import annotations
 
+from .analysis import AnalysisRows
 from .backlog import EmbeddingBacklog, embed_text, text_hash
 from .base import DEFAULT_IDLE_GAP_S, StoreBase, explain_db_error
 from .edits import Edits
@@ -32,12 +34,13 @@ from .scopeindex import ScopeStats, TermStats
 from .scopes import Scopes
 
 
-class Store(Ingest, Edits, Roster, ScopeStats, PlatformState):
+class Store(Ingest, Edits, Roster, ScopeStats, PlatformState, AnalysisRows):
     """The Chorus store: one SQLite file in WAL mode, written through one lock."""
 
 
 __all__ = [
-    "DEFAULT_IDLE_GAP_S", "MAX_TEXT_CHARS", "MESSAGE_COLUMNS", "Cursor", "Edits", "EmbeddingBacklog", "Ingest",
+    "DEFAULT_IDLE_GAP_S", "MAX_TEXT_CHARS", "MESSAGE_COLUMNS", "AnalysisRows", "Cursor", "Edits",
+    "EmbeddingBacklog", "Ingest",
     "IngestResult", "Person", "PlatformState", "Reads", "Roster", "Scope", "ScopeStats", "Scopes", "Store",
     "StoreBase", "TermStats",
     "embed_text", "explain_db_error", "select_messages", "text_hash",

@@ -38,8 +38,10 @@ class Edits(Reads, EmbeddingBacklog):
                 self._after_change(conn, [current.id], "edited")
                 return True
             vecs = self._vectors_for(conn, [composed], result) if self.vector_dim else None
-            conn.execute("UPDATE messages SET text = ?, text_hash = ?, edited_at = ?, embedded = ? WHERE id = ?",
-                         (msg.text, text_hash(composed), msg.ts, 1 if vecs is not None else 0, current.id))
+            conn.execute("UPDATE messages SET text = ?, text_hash = ?, edited_at = ?, embedded = ?, analysed = 0 "
+                         "WHERE id = ?", (msg.text, text_hash(composed), msg.ts, 1 if vecs is not None else 0,
+                                          current.id))
+            conn.execute("DELETE FROM message_analysis WHERE message_id = ?", (current.id,))  # read it again
             scopeindex.delete(conn, scopeindex.MESSAGES, [(current.scope_id, current.id)])
             scopeindex.insert(conn, scopeindex.MESSAGES,
                               [(current.scope_id, current.id, msg.text, current.author_name)])
@@ -71,6 +73,8 @@ class Edits(Reads, EmbeddingBacklog):
                               f"embedded = 0, reply_to = NULL WHERE deleted = 0 AND id IN ({qs})", chunk).rowcount
             if self.vector_dim or self._has_vec(conn):
                 conn.execute(f"DELETE FROM message_vec WHERE rowid IN ({qs})", chunk)
+            # The analysis quotes the text (its entities): it goes with the message.
+            conn.execute(f"DELETE FROM message_analysis WHERE message_id IN ({qs})", chunk)
             self._bump_vec_gen(conn, [r[0] for r in conn.execute(
                 f"SELECT DISTINCT scope_id FROM messages WHERE id IN ({qs})", chunk)])
         self._after_change(conn, list(ids), reason)

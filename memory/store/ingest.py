@@ -155,9 +155,10 @@ class Ingest(Scopes, EmbeddingBacklog):
         seq = self._take_vec_seq(conn, len(rows)) if vectors is not None else 1
         conn.executemany(
             "INSERT INTO messages(id, scope_id, msg_id, thread, author_id, author_name, text, ts, reply_to, "
-            "session, turn, text_hash, embedded, vec_seq, bot_traffic) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [(base + n, *r[:12], seq + n - 1 if vectors is not None and not r.to_bot else 0, r.to_bot)
-             for n, r in enumerate(rows, 1)])
+            "session, turn, text_hash, embedded, vec_seq, bot_traffic, analysed) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(base + n, *r[:12], seq + n - 1 if vectors is not None and not r.to_bot else 0, r.to_bot,
+              2 if r.to_bot else 0) for n, r in enumerate(rows, 1)])
         # Bot traffic (questions to Chorus) is stored for the record but indexed nowhere: never evidence.
         scopeindex.insert(conn, scopeindex.MESSAGES, [(r.scope_id, base + n, r.text, r.author_name)
                                                       for n, r in enumerate(rows, 1) if not r.to_bot])
