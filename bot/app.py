@@ -13,6 +13,7 @@ from typing import Self, Unpack
 
 from memory.analysis.runner import AnalysisPass
 from memory.analysis.shipped import shipped_models
+from memory.analysis.types import ActModel, LinkModel
 from memory.catchup import subscriptions
 from memory.embeddings.base import Embedder
 from memory.errors import ChorusError, EmbeddingError, ModelError
@@ -106,7 +107,8 @@ class Bot:
     """Holds the store, search and models; every adapter talks to one of these."""
 
     def __init__(self, settings: Settings, *, store: Store | None = None, embedder: Embedder | None = None,
-                 llm: LLM | None = None, load_models: bool = True) -> None:
+                 llm: LLM | None = None, load_models: bool = True,
+                 analysis_models: tuple[ActModel, LinkModel] | None = None) -> None:
         self.settings = settings
         if embedder is None and load_models:
             embedder = load_embedder_from(settings)
@@ -127,6 +129,7 @@ class Bot:
         self._embed_thread: threading.Thread | None = None
         self._analysis: AnalysisPass | None = None
         self._analysis_error: str | None = None
+        self._analysis_models = analysis_models  # None: the shipped models, loaded on first use
         # The one door into the store: the privacy gate, then the store or (locked, disk full) the retry queue.
         self.door = Door(self.store, default_opt_in=settings.scopes.default_opt_in, on_stored=self._wake_embedder)
 
@@ -228,7 +231,7 @@ class Bot:
             with self._llm_lock:
                 if self._analysis is None and self._analysis_error is None:
                     try:
-                        acts, links = shipped_models()
+                        acts, links = self._analysis_models or shipped_models()
                         self._analysis = AnalysisPass(self.store, self.records, acts, links)
                     except ChorusError as exc:
                         self._analysis_error = str(exc)

@@ -16,12 +16,15 @@ from memory.catchup.members import Member
 from memory.catchup.render import Rendered, render
 from memory.catchup.since import resolve_since, zone
 from memory.catchup.summary import summarise
+from memory.errors import ChorusError
 from memory.models import ScopeKey
 
 from .app import Bot
 from .replies import Citation, Reply, cut_for_chat
 
 log = logging.getLogger(__name__)
+
+ANALYSE_FIRST = 512  # waiting messages a digest has the analysis read before it is built
 
 
 @dataclass
@@ -67,7 +70,12 @@ class Catchup:
 
     def digest(self, key: ScopeKey, member: Member, window: Window, *, show_all: bool = False,
                exclude: tuple[int, ...] = ()) -> Digest:
-        return build_digest(self.store, self.bot.scope_ids(key), member, window.since, window.until,
+        scope_ids = self.bot.scope_ids(key)
+        try:  # the newest messages' acts first (bounded: a long backlog is the background job's)
+            self.bot.analyse_pending(scope_ids, limit=ANALYSE_FIRST)
+        except ChorusError as exc:
+            log.warning("could not analyse new messages before a digest: %s", exc, exc_info=True)
+        return build_digest(self.store, scope_ids, member, window.since, window.until,
                             records=self.bot.records, config=self.config, exclude=exclude, show_all=show_all)
 
     def render(self, key: ScopeKey, digest: Digest, window: Window, *, where: str = "",

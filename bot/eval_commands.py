@@ -150,7 +150,8 @@ def eval_catchup(args: argparse.Namespace, settings: Settings) -> int:
         smb = None
     if own is None and smb is None:
         raise ChorusError("eval catchup found neither --own nor --data (SocialMemBench); pass one")
-    report = evaluate_catchup(own, smb, config=CatchupConfig(max_lines=settings.catchup.max_lines), lodo=args.lodo)
+    report = evaluate_catchup(own, smb, embedder=load_embedder_from(settings),
+                              config=CatchupConfig(max_lines=settings.catchup.max_lines), lodo=args.lodo)
     return _emit(args, "catchup", report, to_markdown(report))
 
 

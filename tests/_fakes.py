@@ -73,3 +73,67 @@ class ScriptedActs:
             out.append(Link(link[0], seen[link[1]], 0.8) if link else None)
             seen[t.message.text] = t.message.id
         return out
+
+
+class KeywordActs(ScriptedActs):
+    """An ``ActModel`` + ``LinkModel`` that labels by the message's first words, for tests of what readers do with
+    acts (the shipped models are tested in tests/test_acts.py): "We decided" / "Decision" -> decision, "New rule"
+    -> rule, "I'll" -> the author's task, "<Name> can you" -> a question to that member, "Change of plans" /
+    "... is now" / "... moved" -> a change of the latest earlier state act sharing a word with it, "?" -> a
+    question to the group; anything else is chatter. A script entry, when given, wins."""
+
+    def __init__(self, script: dict[str, tuple] | None = None) -> None:
+        super().__init__(script or {})
+
+    def label(self, text: str, author: str, people) -> tuple[str, str | None]:
+        low = text.casefold()
+        if low.startswith(("we decided", "decision")):
+            return "decision", "GROUP"
+        if low.startswith("new rule"):
+            return "rule", "GROUP"
+        if low.startswith("i'll"):
+            return "task", author
+        if low.startswith("change of plan") or " is now " in low or " moved " in low:
+            return "change", "GROUP"
+        named = [pid for pid in people.named(text) if pid != author]
+        if " can you " in f" {low} " and named:
+            return "question", named[0]
+        if text.rstrip().endswith("?"):
+            return "question", named[0] if named else "GROUP"
+        return "chatter", None
+
+    def acts(self, turns, history, people):
+        from memory.analysis.types import ACT_KINDS, Act
+
+        out = []
+        for t in turns:
+            if t.message.text in self.script:
+                kind, owner, _ = self.script[t.message.text]
+            else:
+                kind, owner = self.label(t.message.text, t.message.author_id, people)
+            probs = tuple(0.9 if k == kind else 0.1 / (len(ACT_KINDS) - 1) for k in ACT_KINDS)
+            out.append(Act(kind, 0.9, probs, owner, "" if kind == "chatter" else "topic"))
+        return out
+
+    def links(self, turns, acts, history):
+        from memory.analysis.types import STATE_ACTS, Link
+        from memory.query.support import content_stems
+
+        earlier = [(t.message, t.analysis.act.kind) for t in history.acts if t.analysis is not None]
+        out = []
+        for t, a in zip(turns, acts):
+            link = None
+            if t.message.text in self.script and self.script[t.message.text][2]:
+                kind, target_text = self.script[t.message.text][2]
+                target = next(m for m, _ in reversed(earlier) if m.text == target_text)
+                link = Link(kind, target.id, 0.9)
+            elif a.kind == "change":
+                words = set(content_stems(t.message.text))
+                for m, _ in reversed(earlier):
+                    if words & set(content_stems(m.text)):
+                        link = Link("changes", m.id, 0.9)
+                        break
+            out.append(link)
+            if a.kind in STATE_ACTS:
+                earlier.append((t.message, a.kind))
+        return out

@@ -18,6 +18,7 @@ from memory.catchup.since import parse_duration, resolve_since, zone
 from memory.errors import TimeExpressionError
 from memory.models import Message, ScopeKey
 from memory.records import GROUP, NewRecord
+from tests._fakes import KeywordActs
 
 T0 = 1_767_600_000.0  # Mon 5 Jan 2026 08:00 UTC
 KEY = ScopeKey("console", "w", "general")
@@ -29,9 +30,20 @@ def m(i: int, author: str, text: str, *, ts: float | None = None, channel: str =
                    T0 + i * 60 if ts is None else ts, **kw)
 
 
+LABELS: dict[int, KeywordActs] = {}  # each bot's labeller, by id(bot)
+
+
+def make_bot(cfg: dict, **kw) -> Bot:
+    """A bot whose analysis labels acts by first words (tests/_fakes.py): these tests are about the digest."""
+    labels = KeywordActs()
+    b = Bot(Settings.model_validate(cfg), load_models=False, analysis_models=(labels, labels), **kw)
+    LABELS[id(b)] = labels
+    return b
+
+
 @pytest.fixture
 def bot(tmp_path):
-    b = Bot(Settings.model_validate({"store": {"path": str(tmp_path / "c.db")}}), load_models=False)
+    b = make_bot({"store": {"path": str(tmp_path / "c.db")}})
     yield b
     b.close()
 
@@ -42,6 +54,7 @@ def inv(user: str = "sam", *, admin: bool = False, key: ScopeKey = KEY) -> Invok
 
 def chat(bot: Bot, *messages: Message) -> None:
     bot.store.ingest(list(messages), embed=False)
+    bot.analyse_pending(limit=None)
 
 
 def quoted(reply) -> set[str]:
@@ -94,7 +107,7 @@ def test_catch_up_requests_are_recognised_and_carry_their_time():
 
 
 # ---------------------------------------------------------------------- what a digest holds
-def test_digest_groups_decisions_changes_norms_tasks_questions_and_mentions(bot):
+def test_digest_heads_each_line_by_its_act_and_leaves_chatter_out(bot):
     chat(bot,
          m(1, "Sam", "see you all next week"),
          m(2, "Ana", "We decided on Luigi's for the team dinner on Friday"),
@@ -107,18 +120,32 @@ def test_digest_groups_decisions_changes_norms_tasks_questions_and_mentions(bot)
     reply = Actions(bot).catchup(inv("sam"))
     text = reply.text
     assert reply.ephemeral and not reply.dm
-    assert text.index("Decisions:") < text.index("Norms:") < text.index("Who took on what:")
+    assert text.index("Changes:") < text.index("Rules:") < text.index("Who took on what:") \
+        < text.index("Questions to you nobody answered:")
     assert "was: Ana: “We decided on Luigi's" in text and "→ now: Ben: “Change of plans" in text
     assert "Questions to you nobody answered:\n- Ben: “Sam can you bring the speakers?”" in text
-    assert "Mentions of you:\n- Cy: “Sam's playlist" in text
     assert "I'll book the table" in text
-    assert quoted(reply) == {"2", "3", "4", "5", "6", "7"}  # chatter and the member's own message left out
+    # Chatter that only names the member tells them nothing; the member's own message and "lol" are left out.
+    assert quoted(reply) == {"2", "3", "4", "5", "6"}
     for n, c in enumerate(reply.citations, 1):  # every [n] names the message quoted before it
         assert f"“{c.excerpt[:20]}" in text.split(f"[{n}]")[0].rsplit("- ", 1)[-1] or c.excerpt[:20] in text
     assert reply.data["catchup"]["since"] == pytest.approx(T0 + 60)  # default: the asker's last message
 
 
+def test_was_now_only_along_a_chain(bot):
+    chat(bot,
+         m(1, "Sam", "off on holiday"),
+         m(2, "Ana", "We decided the quiz is on the 14th at 7"),
+         m(3, "Ben", "We decided the raffle tickets are 2 quid"),
+         m(4, "Ana", "Change of plans: quiz moved to the 21st"))
+    lines = Actions(bot).catchup(inv("sam")).data["catchup"]["lines"]
+    changes = [ln for ln in lines if ln["kind"] == "change"]
+    assert changes == [{"kind": "change", "messages": ["4"], "was": ["2"], "origin": "state"}]
+    assert {tuple(ln["messages"]) for ln in lines if ln["kind"] == "decision"} == {("3",)}
+
+
 def test_answered_questions_are_mentions_and_names_need_word_boundaries(bot):
+    LABELS[id(bot)].script["@will the keys are under the mat"] = ("news", None, None)
     chat(bot,
          m(1, "Sam", "hi"),
          m(2, "Will", "Sam, are you coming on Friday?"),
@@ -127,11 +154,10 @@ def test_answered_questions_are_mentions_and_names_need_word_boundaries(bot):
          m(5, "Ana", "I will ask the landlord"),
          m(6, "Ana", "@will the keys are under the mat"))
     digest = build_digest(bot.store, bot.scope_ids(KEY), Member("sam", ["Sam"]), T0, T0 + 3600)
-    kinds = {digest.messages[ln.message_ids[0]].msg_id: ln.kind for ln in digest.lines}
-    assert kinds == {"2": "mention"}  # answered, so not an open question; "Samantha" is not Sam
+    assert digest.lines == []  # answered, so no open question; "Samantha" is not Sam
     will = build_digest(bot.store, bot.scope_ids(KEY), Member("will", ["Will"]), T0, T0 + 3600)
     named = {will.messages[ln.message_ids[0]].msg_id for ln in will.lines if ln.kind == "mention"}
-    assert "6" in named and "5" not in named  # "I will" never names Will
+    assert named == {"6"}  # it tells Will something; "I will" never names Will
 
 
 def test_bot_traffic_and_other_bots_are_never_material(bot):
@@ -153,11 +179,12 @@ def test_a_long_window_keeps_twelve_lines_and_says_how_many_more(bot):
     assert len(everything.data["catchup"]["lines"]) == 20 and "more" not in everything.text
 
 
-def test_group_records_and_their_update_chains_come_first(bot):
+def test_records_a_writer_filed_are_state_too_with_their_chains(bot):
+    """A capable writer may file GROUP records itself; the digest reads them like the analysis pass's."""
     chat(bot, m(1, "Sam", "bye for now"),
          m(2, "Ana", "Brunch on Sunday at eleven at the Copper Kettle", ts=T0 - 86400),
-         m(3, "Ben", "Brunch is now at noon, same place"),
-         m(4, "Ana", "We decided the red paint is final"))  # covered by the writer, but no record: not shown
+         m(3, "Ben", "Brunch at noon instead, same place"),
+         m(4, "Ana", "We decided the red paint is final"))  # the analysis pass files this one itself
     sid = bot.store.scope_id(KEY)
     ids = {mm.msg_id: mm.id for mm in bot.store.recent(sid, 10)}
 
@@ -169,13 +196,12 @@ def test_group_records_and_their_update_chains_come_first(bot):
                                  model="test", vector=None)
         bot.records.insert(conn, rec("Brunch on Sunday at noon", ids["3"], T0 + 180, updates=old), run_id=None,
                            model="test", vector=None)
-        conn.execute("INSERT INTO writer_state(scope_id, watermark, updated_at) VALUES (?,?,?)",
-                     (sid, max(ids.values()), T0))
     reply = Actions(bot).catchup(inv("sam"))
     lines = reply.data["catchup"]["lines"]
-    assert [(ln["kind"], ln["origin"]) for ln in lines] == [("decision", "record")]
-    assert "was: Ana: “Brunch on Sunday at eleven" in reply.text and "now: Ben: “Brunch is now at noon" in reply.text
-    assert quoted(reply) == {"2", "3"}
+    assert [(ln["kind"], ln["origin"], ln["messages"], ln["was"]) for ln in lines] == [
+        ("decision", "state", ["3"], ["2"]), ("decision", "state", ["4"], [])]
+    assert "was: Ana: “Brunch on Sunday at eleven" in reply.text and "now: Ben: “Brunch at noon" in reply.text
+    assert quoted(reply) == {"2", "3", "4"}
 
 
 def test_an_empty_channel_and_a_quiet_one(bot):
@@ -260,7 +286,7 @@ def test_a_digest_never_holds_another_scopes_messages(bot):
 def test_differential_other_scopes_do_not_change_a_digest(tmp_path):
     """The same channel's digest is byte-identical whatever the other scopes hold."""
     def digest_text(folder: str, noise: int) -> str:
-        b = Bot(Settings.model_validate({"store": {"path": str(tmp_path / folder / "c.db")}}), load_models=False)
+        b = make_bot({"store": {"path": str(tmp_path / folder / "c.db")}})
         try:
             chat(b, m(1, "Sam", "hi"), m(2, "Ana", "We decided on tacos, Sam"), m(3, "Ben", "Sam you in?"))
             if noise:
@@ -275,7 +301,7 @@ def test_differential_other_scopes_do_not_change_a_digest(tmp_path):
 
 def test_linked_scopes_share_a_digest_only_when_configured(tmp_path):
     cfg = {"store": {"path": str(tmp_path / "c.db")}, "scopes": {"links": [["console:w:general", "console:w:ops"]]}}
-    b = Bot(Settings.model_validate(cfg), load_models=False)
+    b = make_bot(cfg)
     try:
         chat(b, m(1, "Sam", "hi"), m(2, "Ana", "We decided on tacos"),
              m(3, "Ben", "We decided the deploy is on Monday", channel="ops"),
@@ -299,7 +325,7 @@ def test_a_capable_model_may_summarise_a_group_only_when_the_messages_support_it
     llm = ScriptedLLM(["Ana and Ben decided on pizza on Friday and a 6pm meeting.",
                        "Everyone agreed to buy a boat."])  # the second is not in the messages
     cfg = {"store": {"path": str(tmp_path / "c.db")}, "answer": {"policy": "model"}}
-    b = Bot(Settings.model_validate(cfg), llm=llm, load_models=False)
+    b = make_bot(cfg, llm=llm)
     try:
         chat(b, m(1, "Sam", "hi"), m(2, "Ana", "We decided on pizza for Friday"),
              m(3, "Ben", "We decided the meeting is at 6pm"),
@@ -310,7 +336,7 @@ def test_a_capable_model_may_summarise_a_group_only_when_the_messages_support_it
         assert len(llm.calls) == 2  # one per group of two or more lines
     finally:
         b.close()
-    plain = Bot(Settings.model_validate({"store": {"path": str(tmp_path / "d.db")}}), load_models=False)
+    plain = make_bot({"store": {"path": str(tmp_path / "d.db")}})
     try:  # the shipped model's policy ("evidence") never asks a model
         chat(plain, m(1, "Sam", "hi"), m(2, "Ana", "We decided on pizza"), m(3, "Ben", "We decided on 6pm"))
         assert "In short" not in Actions(plain).catchup(inv("sam")).text

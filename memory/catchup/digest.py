@@ -1,45 +1,44 @@
 """What one member missed in a channel (and its linked scopes) between two moments.
 
-Material, in the order a digest shows it:
-- decisions, plans and norms: the writer's GROUP records (a node of an update chain made in the window,
-  shown with the node it replaced: old -> new); for messages the writer has not reached yet (after its
-  watermark), the messages that state them (``memory.groupacts``), a change shown against the earlier
-  statement it changes;
-- who took on what (``tasks``), from the messages;
-- questions to the member nobody answered, and other messages that name, address or reply to them.
+Material, in the order a digest shows it, all read from what the analysis pass stored at ingest:
+- the group's state (``memory.groupstate``): each decision, plan, change, rule and task chain with a node
+  made in the window, headed by what its newest message does (a line's heading is its act) and shown with
+  the node before it, old -> new, only along that chain;
+- questions put to the member that nobody answered, and messages that ask or tell the member something
+  (their act is a question, a task, a decision, a plan or news, and they name, address or reply to them);
+  chatter that merely names them is left out.
 Every line rests on live messages only: a deleted message is gone, an edited one is quoted as it reads
 now; bot traffic and other bots' messages are never material, nor the member's own messages.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..analysis.types import Analysis
 from ..db import marks
 from ..ftsquery import match_phrase
-from ..groupacts import GroupAct, classify_group_acts
+from ..groupstate import KIND_OF_UTYPE, LAYER
 from ..models import StoredMessage
-from ..query.support import content_stems
-from ..records import GROUP, GROUP_LAYERS, Record, Records
+from ..records import Record, Records
 from ..store import Store, scopeindex, select_messages
 from .members import Member
-from .tasks import Handed, volunteers
 
-KINDS = ("decision", "plan", "norm", "task", "question", "mention")
-Classifier = Callable[[Sequence[StoredMessage], Mapping[int, Sequence[StoredMessage]] | None], list[GroupAct | None]]
+KINDS = ("decision", "change", "plan", "norm", "task", "question", "mention")
+# A line's heading from the act of the message it rests on (a rule is a norm to the reader).
+KIND_OF_ACT = {"decision": "decision", "change": "change", "plan": "plan", "rule": "norm", "task": "task"}
+# What a message that names the member does for them, and how much it matters in a 12-line digest.
+TELLS = {"question": 0.85, "task": 0.8, "decision": 0.75, "plan": 0.75, "change": 0.75, "rule": 0.7, "news": 0.6}
 
 
 @dataclass(frozen=True)
 class CatchupConfig:
-    """The digest's constants (``per_kind`` and ``min_score`` chosen leave-one-dataset-out, docs/catchup.md)."""
+    """The digest's constants (``per_kind`` chosen leave-one-dataset-out, docs/catchup.md)."""
 
     max_lines: int = 12          # the issue's "at most about 12 lines"
     per_kind: int = 2            # first pass: up to this many lines of each kind, so no kind crowds out the rest
-    min_score: float = 0.5       # least GroupAct score for a message to state a decision, plan, norm or task
     max_scan: int = 20_000       # newest messages of the window read (a note says when the window held more)
-    lookback: int = 200          # messages before the window searched for what a change replaces
     default_days: float = 7.0    # the window for a member who never posted
 
 
@@ -51,7 +50,7 @@ class DigestLine:
     message_ids: list[int]
     ts: float
     score: float
-    origin: str  # "record" (a GROUP record), "message" (a message stating it), "track1" (names, replies, tasks)
+    origin: str  # "state" (a state record of the analysis pass or the writer), "message" (a message to them)
     was_ids: list[int] = field(default_factory=list)
     record_id: int | None = None
 
@@ -122,47 +121,32 @@ def _bots(store: Store, scope_ids: Sequence[int]) -> set[str]:
                                            f"({marks(scope_ids)})", list(scope_ids))}
 
 
-def _member_msg_ids(store: Store, scope_ids: Sequence[int], person_id: str) -> set[str]:
-    with store.read() as conn:
-        return {r[0] for r in conn.execute(f"SELECT msg_id FROM messages WHERE scope_id IN ({marks(scope_ids)}) "
-                                           "AND author_id = ? AND deleted = 0", [*scope_ids, person_id])}
+def record_kind(rec: Record, act: Analysis | None = None) -> str | None:
+    """The heading of a state record's line: the act of the message it rests on when the analysis stored one,
+    else its utype (records a writer filed). None for records that are no decision, plan, rule or task."""
+    if act is not None and act.act.kind in KIND_OF_ACT:
+        return KIND_OF_ACT[act.act.kind]
+    kind = KIND_OF_UTYPE.get(rec.utype)
+    return None if kind is None else KIND_OF_ACT[kind]
 
 
-def _watermarks(store: Store, scope_ids: Sequence[int]) -> dict[int, int]:
-    with store.read() as conn:
-        return {r[0]: r[1] for r in conn.execute(f"SELECT scope_id, watermark FROM writer_state WHERE scope_id IN "
-                                                 f"({marks(scope_ids)})", list(scope_ids))}
-
-
-def _lookback(store: Store, scope_ids: Sequence[int], since: float, n: int) -> list[Row]:
-    with store.read() as conn:
-        found = [Row._make(r) for r in conn.execute(
-            f"SELECT id, scope_id, msg_id, author_id, ts, coalesce(edited_at, 0), session, reply_to FROM messages "
-            f"WHERE scope_id IN ({marks(scope_ids)}) AND deleted = 0 AND bot_traffic = 0 AND ts <= ? "
-            "ORDER BY ts DESC, id DESC LIMIT ?", [*scope_ids, since, n])]
-    return found[::-1]
-
-
-def record_kind(rec: Record) -> str | None:
-    """The digest kind of a GROUP record; None for GROUP records that are not decisions, plans, norms or tasks.
-
-    The writer files decisions, plans, norms and tasks under those utypes; older stores file every one
-    of them as ``decision``, with norms in the ``group_insight`` layer.
-    """
-    if rec.utype in ("decision", "plan", "norm", "task"):
-        return "norm" if rec.utype == "decision" and rec.layer == "group_insight" else rec.utype
-    return None
-
-
-def _group_nodes(store: Store, records: Records, scope_ids: Sequence[int], since: float,
+def _state_nodes(store: Store, records: Records, scope_ids: Sequence[int], since: float,
                  until: float) -> list[Record]:
-    """The newest active GROUP node of each update chain made in (since, until], with its sources."""
+    """The newest active node of each state chain made in (since, until], with its sources."""
     with store.read() as conn:
         ids = [r[0] for r in conn.execute(
-            f"SELECT max(id) FROM records WHERE scope_id IN ({marks(scope_ids)}) AND owner = ? AND layer IN "
-            f"({marks(GROUP_LAYERS)}) AND status = 'active' AND ts > ? AND ts <= ? GROUP BY chain_id",
-            [*scope_ids, GROUP, *GROUP_LAYERS, since, until])]
+            f"SELECT max(id) FROM records WHERE scope_id IN ({marks(scope_ids)}) AND layer = ? AND status = 'active' "
+            "AND ts > ? AND ts <= ? GROUP BY chain_id", [*scope_ids, LAYER, since, until])]
     return records.get(ids, with_sources=True)
+
+
+def _before_window(records: Records, node: Record, since: float) -> Record | None:
+    """The chain's node the member last knew: the newest active node older than the window, if any; else the
+    node just before this one."""
+    chain = [r for r in records.chain(node.id) if r.status == "active" and r.id < node.id]
+    known = [r for r in chain if r.ts <= since]
+    pick = known[-1] if known else (chain[-1] if chain else None)
+    return records.get([pick.id], with_sources=True)[0] if pick else None
 
 
 # ---------------------------------------------------------------------- building
@@ -218,8 +202,7 @@ def _replies_to(store: Store, scope_ids: Sequence[int], person_id: str, since: f
 
 def build_digest(store: Store, scope_ids: Sequence[int], member: Member, since: float, until: float, *,
                  records: Records | None = None, config: CatchupConfig = CatchupConfig(),
-                 exclude: Sequence[int] = (), classify: Classifier = classify_group_acts,
-                 show_all: bool = False) -> Digest:
+                 exclude: Sequence[int] = (), show_all: bool = False) -> Digest:
     """The member's digest of (since, until] over ``scope_ids`` (the channel and the scopes linked to it)."""
     scope_ids = list(scope_ids)
     if not scope_ids:
@@ -230,53 +213,54 @@ def build_digest(store: Store, scope_ids: Sequence[int], member: Member, since: 
     window = [m for m in window if m.id not in skip and m.author_id not in bots]
     own = [m for m in window if m.author_id == member.person_id]
     theirs = [m for m in window if m.author_id != member.person_id]
+    acts = store.analyses([m.id for m in theirs])
     lines: list[DigestLine] = []
     used: set[int] = set()
     texts = _Texts(store)
 
-    # 1. The writer's GROUP records (and the node each replaced).
-    covered_sources: set[int] = set()
+    # 1. The group's state: a line per chain with a node made in the window, headed by its act; old -> new.
     if records is not None:
-        nodes = _group_nodes(store, records, scope_ids, since, until)
-        prev = {r.id: r for r in records.get([n.prev_id for n in nodes if n.prev_id], with_sources=True)}
-        live = texts.get({mid for n in nodes for mid in n.sources} | {mid for p in prev.values() for mid in p.sources})
-        for node in nodes:
-            covered_sources.update(node.sources)
-            kind = record_kind(node)
+        for node in _state_nodes(store, records, scope_ids, since, until):
+            live = texts.get(node.sources)
             new = [mid for mid in node.sources if mid in live and mid not in skip]
-            if kind is None or not new or all(live[mid].author_id in (member.person_id, *bots) for mid in new):
+            if not new or all(live[mid].author_id in (member.person_id, *bots) for mid in new):
                 continue
-            old_node = prev.get(node.prev_id) if node.prev_id else None
-            was = [mid for mid in (old_node.sources if old_node and old_node.status == "active" else [])
-                   if mid in live and mid not in new]
-            lines.append(DigestLine(kind, new, node.ts, 1.0, "record", was, node.id))
+            kind = record_kind(node, acts.get(max(new)) or store.analyses([max(new)]).get(max(new)))
+            if kind is None:
+                continue
+            old = _before_window(records, node, since)
+            was = [mid for mid in (old.sources if old else []) if mid not in new and mid in texts.get(old.sources)] \
+                if old else []
+            if kind == "change" and not was:
+                kind = record_kind(node) or "plan"  # a change of nothing the state holds reads as what it is
+            score = 1.0 if kind != "task" or node.owner == member.person_id else 0.9
+            lines.append(DigestLine(kind, new, node.ts, score, "state", was, node.id))
             used.update(new)
 
-    # 2. Messages the writer has not reached: the messages that state decisions, plans, norms and tasks.
-    marks_ = _watermarks(store, scope_ids)
-    uncovered = [m for m in theirs if m.id > marks_.get(m.scope_id, 0) and m.id not in covered_sources]
-    if uncovered:
-        lines += _stated(store, scope_ids, since, uncovered, classify, config, used, texts)
-
-    # 3. Who took on what, from the messages (any message not already a line).
-    roster = _roster_members(store, scope_ids, bots)
-    for m, took in zip(theirs, _tasks(store, theirs, roster, texts)):
-        if took and m.id not in used:
-            lines.append(DigestLine("task", [m.id], m.ts, 0.8, "track1"))
-            used.add(m.id)
-
-    # 4. Questions to the member nobody answered, and messages that name, address or reply to them.
+    # 2. What asks or tells the member something: questions to them nobody answered, then the messages that
+    #    name, address or reply to them and do something (a task, a decision, news); chatter is left out.
     replies = _replies_to(store, scope_ids, member.person_id, since, until)
-    maybe = (_naming(store, scope_ids, member) | replies) - used
+    asked = {m.id for m in theirs if (a := acts.get(m.id)) is not None and a.act.kind == "question"
+             and a.act.owner == member.person_id}
+    maybe = (_naming(store, scope_ids, member) | replies | asked) - used
     found = texts.get({m.id for m in theirs if m.id in maybe})
     for m in theirs:
         msg = found.get(m.id)
-        if msg is None or not (m.id in replies or member.named_in(msg.text)):
+        if msg is None:
+            continue
+        a = acts.get(m.id)
+        act = a.act.kind if a is not None else None
+        if not (m.id in asked or m.id in replies or member.named_in(msg.text)) or act == "chatter":
             continue
         answered = any(o.ts > m.ts and (o.reply_to == m.msg_id or (o.session == m.session
                                                                    and o.scope_id == m.scope_id)) for o in own)
-        kind = "question" if "?" in msg.text and not answered else "mention"
-        lines.append(DigestLine(kind, [m.id], m.ts, 0.9 if kind == "question" else 0.6, "track1"))
+        if act == "question" or (act is None and "?" in msg.text):
+            if answered:
+                continue
+            lines.append(DigestLine("question", [m.id], m.ts, TELLS["question"] + 0.1 * (m.id in asked),
+                                    "message"))
+        else:
+            lines.append(DigestLine("mention", [m.id], m.ts, TELLS.get(act or "", 0.4), "message"))
         used.add(m.id)
 
     shown, more = select(lines, config, show_all=show_all)
@@ -296,123 +280,6 @@ class _Texts:
         for m in self.store.messages(missing) if missing else []:
             self.known[m.id] = m
         return {i: self.known[i] for i in ids if i in self.known}
-
-
-def _roster_members(store: Store, scope_ids: Sequence[int], bots: set[str]) -> list[Member]:
-    people: dict[str, list[str]] = {}
-    for sid in scope_ids:
-        for p in store.roster(sid):
-            if p.person_id not in bots:
-                people.setdefault(p.person_id, []).extend(p.names())
-    return [Member(pid, names) for pid, names in people.items()]
-
-
-def _counts(act: GroupAct, config: CatchupConfig) -> bool:
-    """Whether an act is confident enough for a digest: scored high enough, or stated outright (a rule)."""
-    return act.score >= config.min_score or act.basis != "classifier"
-
-
-def _stated(store: Store, scope_ids: Sequence[int], since: float, uncovered: list[Row], classify: Classifier,
-            config: CatchupConfig, used: set[int], texts: _Texts) -> list[DigestLine]:
-    """Lines from messages that state a group act; a change replaces the line of what it changes."""
-    acts = classified(store, uncovered, classify, texts)
-    before = _lookback(store, scope_ids, since, config.lookback) if config.lookback else []
-    earlier: list[tuple[StoredMessage, str]] = []  # statements a later change may replace, oldest first
-    prior = [(r, act) for r, act in zip(before, classified(store, before, classify, texts))
-             if act is not None and act.kind in ("decision", "plan", "norm") and _counts(act, config)]
-    found = texts.get([r.id for r, _ in prior])
-    earlier += [(found[r.id], act.kind) for r, act in prior if r.id in found]
-    stating = texts.get([r.id for r, act in zip(uncovered, acts) if act is not None and _counts(act, config)])
-    out: list[DigestLine] = []
-    by_msg: dict[int, DigestLine] = {}
-    for r, act in zip(uncovered, acts):
-        m = stating.get(r.id)
-        if act is None or m is None:
-            continue
-        if act.kind == "change":
-            old = _changed(m, earlier)
-            kind = old[1] if old else "plan"
-            line = DigestLine(kind, [m.id], m.ts, act.score, "message", [old[0].id] if old else [])
-            if old is not None:
-                replaced = by_msg.pop(old[0].id, None)
-                if replaced is not None:  # the change supersedes the line of what it changed
-                    out.remove(replaced)
-                    used.discard(old[0].id)
-            earlier.append((m, kind))
-        elif act.kind in ("decision", "plan", "norm", "task"):
-            line = DigestLine(act.kind, [m.id], m.ts, act.score, "message")
-            if act.kind != "task":
-                earlier.append((m, act.kind))
-        else:
-            continue
-        out.append(line)
-        by_msg[m.id] = line
-        used.add(m.id)
-    return out
-
-
-# What a message does for the group, and whether someone takes a job on in it, do not depend on who asks:
-# every member's digest of a channel reuses them. Keyed by the message's edit time, so an edited message
-# is read again (and the task cue by the roster's names too).
-Key = tuple[str, int, float]
-_ACTS: dict[Classifier, OrderedDict[Key, GroupAct | None]] = {}
-_TASKS: OrderedDict[tuple[str, int, float, int], bool] = OrderedDict()
-CACHE_SIZE = 200_000
-
-
-def _key(store: Store, m: Row) -> Key:
-    return (store.path, m.id, m.edited_at)
-
-
-def _trim(cache: OrderedDict) -> None:
-    while len(cache) > CACHE_SIZE:
-        cache.popitem(last=False)
-
-
-def classified(store: Store, messages: Sequence[Row], classify: Classifier,
-               texts: _Texts) -> list[GroupAct | None]:
-    """``classify`` over ``messages``, each message classified once while it stays unedited."""
-    cache = _ACTS.setdefault(classify, OrderedDict())
-    keys = [_key(store, m) for m in messages]
-    todo = [i for i, k in enumerate(keys) if k not in cache]
-    if todo:
-        found = texts.get([messages[i].id for i in todo])
-        todo = [i for i in todo if messages[i].id in found]
-        acts = classify([found[messages[i].id] for i in todo], None)
-        if len(acts) != len(todo):
-            raise ValueError(f"the group-act classifier gave {len(acts)} answers for {len(todo)} messages")
-        for i, act in zip(todo, acts):
-            cache[keys[i]] = act
-        _trim(cache)
-    return [cache.get(k) for k in keys]
-
-
-def _tasks(store: Store, rows: Sequence[Row], roster: list[Member], texts: _Texts) -> list[bool]:
-    """Whether each message takes a job on or hands one to a named member (``tasks``)."""
-    sig = hash(tuple(sorted((m.person_id, *m.names) for m in roster)))
-    keys = [(*_key(store, r), sig) for r in rows]
-    todo = [i for i, k in enumerate(keys) if k not in _TASKS]
-    if todo:
-        handed = Handed(roster)
-        found = texts.get([rows[i].id for i in todo])
-        for i in todo:
-            m = found.get(rows[i].id)
-            _TASKS[keys[i]] = m is not None and (volunteers(m.text) or handed(m.text) is not None)
-        _trim(_TASKS)
-    return [_TASKS.get(k, False) for k in keys]
-
-
-def _changed(msg: StoredMessage, earlier: list[tuple[StoredMessage, str]]) -> tuple[StoredMessage, str] | None:
-    """The latest earlier statement sharing the most content words with a change, if any shares one."""
-    words = set(content_stems(msg.text))
-    best: tuple[int, float, tuple[StoredMessage, str]] | None = None
-    for m, kind in earlier:
-        if m.ts > msg.ts or m.id == msg.id:
-            continue
-        shared = len(words & set(content_stems(m.text)))
-        if shared and (best is None or (shared, m.ts) > best[:2]):
-            best = (shared, m.ts, (m, kind))
-    return best[2] if best else None
 
 
 def select(lines: list[DigestLine], config: CatchupConfig, *, show_all: bool = False) -> tuple[list[DigestLine], int]:

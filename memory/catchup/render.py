@@ -13,8 +13,9 @@ from ..models import StoredMessage
 from .digest import KINDS, Digest, DigestLine
 from .since import describe
 
-HEADINGS = {"decision": "Decisions", "plan": "Plans", "norm": "Norms", "task": "Who took on what",
-            "question": "Questions to you nobody answered", "mention": "Mentions of you"}
+HEADINGS = {"decision": "Decisions", "change": "Changes", "plan": "Plans", "norm": "Rules",
+            "task": "Who took on what", "question": "Questions to you nobody answered",
+            "mention": "For you"}
 EXCERPT_CHARS = 140
 assert set(HEADINGS) == set(KINDS)
 
