@@ -20,6 +20,7 @@ from tests._fakes import HashEmbedder, ScriptedActs
 
 T0 = 1_750_000_000.0
 KEY = ScopeKey("console", "w", "general")
+ONE = (KEY.platform, KEY.workspace, KEY.channel)
 CHAT = [
     ("jo", "raffle tonight at the hall, tickets are 2 quid"),
     ("sam", "i'll bring the float"),
@@ -42,7 +43,7 @@ SCRIPT = {
 
 
 def msgs(chat=CHAT, start=0):
-    return [Message(KEY.platform, KEY.workspace, KEY.channel, f"m{start + i}", who, who.capitalize(), text, T0 + (start + i) * 60)
+    return [Message(*ONE, f"m{start + i}", who, who.capitalize(), text, T0 + (start + i) * 60)
             for i, (who, text) in enumerate(chat)]
 
 
@@ -81,7 +82,8 @@ def test_changes_chain_the_plan_and_the_head_is_what_holds_now(world):
     state = GroupState(records)
     sid = store.scope_id(KEY)
     heads = {h.content: h for h in state.heads([sid])}
-    assert "quiz night is on the 14th at 7" not in heads and "quiz moved to the 21st, hall is double booked" not in heads
+    assert "quiz night is on the 14th at 7" not in heads
+    assert "quiz moved to the 21st, hall is double booked" not in heads
     now = heads["fine, 21st at 8 it is"]
     chain = state.chain(now.id)
     assert [r.content for r in chain] == ["quiz night is on the 14th at 7",
@@ -135,7 +137,7 @@ def test_a_deleted_message_takes_its_analysis_and_its_record(world):
 
 def test_bot_traffic_is_never_analysed(world):
     store, _, analysis, _ = world
-    store.ingest([Message(KEY.platform, KEY.workspace, KEY.channel, "q1", "jo", "Jo", "@chorus when is the quiz?", T0, to_bot=True)])
+    store.ingest([Message(*ONE, "q1", "jo", "Jo", "@chorus when is the quiz?", T0, to_bot=True)])
     assert store.pending_analysis() == 0 and analysis.run() == 0
 
 
