@@ -71,7 +71,7 @@ def writer_config(settings: Settings) -> WriterConfig:
                         heads_token_budget=w.heads_token_budget, idle_gap_s=settings.store.idle_gap_minutes * 60,
                         extractive=w.content_mode == "extractive" or (
                             w.content_mode == "auto" and uses_shipped_model(settings)),
-                        insights=not uses_shipped_model(settings))
+                        insights=not uses_shipped_model(settings), after_analysis=settings.analysis.enabled)
 
 
 def persona_of(settings: Settings) -> Persona | None:

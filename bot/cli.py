@@ -51,9 +51,7 @@ EVAL: tuple[CliCommand, ...] = (
         Arg("--stores", "keep the written stores here (reuse with `eval retrieval --stores`)"),
         Arg("--reference", "reference writer output (folder of *.actions.json, or one file) to score the records "
                            "against"),
-        Arg("--store", "score an existing store (or folder of stores) against --reference; writes nothing"),
-        Arg("--groupacts", "write with this group-act model file (one trained without these networks: "
-                           "`chorus train groupacts --holdout`)"))),
+        Arg("--store", "score an existing store (or folder of stores) against --reference; writes nothing"))),
     Command("answer", "replies as users read them: answer recall, cite-hit, declines, latency",
             eval_commands.eval_answer, (
         Arg("--dataset", "the dataset's format (required)", choices=DATASETS, required=True),
@@ -119,14 +117,7 @@ TRAIN: tuple[CliCommand, ...] = (
         Arg("--models", "where the shipped models are written (default: memory/query/models)"),
         Arg("--no-locomo", "skip LoCoMo (held out only; it is never trained on)", type=bool),
         Arg("--limit", "only the first N conversations of each dataset (a quick check)", type=int))),
-    Command("groupacts", "fit the group-act classifier (decisions, plans, norms, tasks, changes) on the reference "
-                         "writer, report it leave-networks-out, write the model file", eval_commands.train_groupacts, (
-        Arg("--data", "SocialMemBench networks (folder or file)", default="../shared/data/socialmembench"),
-        Arg("--reference", "reference writer output (folder of *.actions.json)",
-            default="../shared/data/socialmembench-reference/trajectories"),
-        Arg("--model", "model file to write", default="memory/models/groupacts-v1.json"),
-        Arg("--holdout", "comma-separated network ids to leave out of the fit (for held-out writer runs)"),
-        Arg("--out", "folder for the validation report", default="out/train"))),
+
 )
 
 CLI_COMMANDS: tuple[CliCommand, ...] = (

@@ -6,7 +6,6 @@ settings name, and write each report as JSON and Markdown (and a plot where ther
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from evaluation.plots import write_report_plot
@@ -59,29 +58,11 @@ def eval_writer(args: argparse.Namespace, settings: Settings) -> int:
     if not args.dataset:
         raise ChorusError("eval writer needs --dataset (or --store with --reference)")
     config = writer_config(settings)
-    if args.groupacts:
-        config.group_acts_model = args.groupacts
     report = evaluate_writer(args.dataset, data=args.data, embedder=load_embedder_from(settings),
                              llm=load_llm_from(settings),
                              config=config, persona=persona_of(settings),
                              limit_conversations=args.limit, store_dir=args.stores, reference=args.reference)
     return _emit(args, f"writer-{args.dataset}", report.to_json(), report.to_markdown())
-
-
-def train_groupacts(args: argparse.Namespace, settings: Settings) -> int:
-    """Fit the group-act classifier on the reference writer and write its model file (memory/groupacts.py)."""
-    from evaluation.groupacts_train import report_markdown, train
-    from memory.groupacts import default_embedder
-
-    holdout = [h.strip() for h in (args.holdout or "").split(",") if h.strip()]
-    model, report = train(args.data, args.reference, default_embedder(), holdout=holdout,
-                          progress=lambda row: print(f"held out {row['network']}: {row['reference_matched']} of "
-                                                     f"{row['picked']} picked match the reference", flush=True))
-    Path(args.model).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.model).write_text(json.dumps(model, separators=(",", ":")) + "\n", "utf-8")
-    print(f"model written to {args.model} (trained on {', '.join(model['trained_on'])})")
-    name = "groupacts" + (f"-holdout-{'-'.join(holdout)}" if holdout else "")
-    return _emit(args, name, report, report_markdown(report))
 
 
 def eval_answer(args: argparse.Namespace, settings: Settings) -> int:

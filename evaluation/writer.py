@@ -17,6 +17,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from memory.analysis.runner import AnalysisPass
+from memory.analysis.shipped import shipped_models
 from memory.datasets import load_dataset
 from memory.embeddings.base import Embedder
 from memory.llm.base import LLM
@@ -151,6 +153,8 @@ def evaluate_writer(dataset: str, *, data: str | Path | None, embedder: Embedder
                 store.ingest(conv.messages, embed=embedder is not None)
                 records = Records(store)
                 attach(store, records, threshold=config.grounding_threshold)
+                if config.after_analysis:  # the analysis pass reads the chat first, as the bot does
+                    AnalysisPass(store, records, *shipped_models()).run()
                 writer = Writer(store, llm, config=config, persona=persona, records=records)
 
                 def tick(res) -> None:

@@ -56,6 +56,16 @@ _CHANGE = re.compile(r"\b(used to|originally|at first|initially|chang(e|ed|es)|p
 _FULL = re.compile(r"\b(used to|originally|at first|initially|chang(e|ed|es|ing)|previously|switch(ed)?|"
                    r"no longer|before|earlier|at the time|back (in|then|when)|any ?more|evolv(e|ed)|over time|"
                    r"history|first time|instead|still|when did|how long)\b", re.I)
+# Which end of a plan's history the question wants: the first version ("what was the original date?",
+# "where was it going to be?", "before it moved") or the whole story ("how did it change?"); otherwise what
+# holds now.
+_EARLIER = re.compile(r"\b(original(ly)?|at first|first (date|time|plan|place|venue|day|version|idea)|initial(ly)?|"
+                      r"used to|(was|were) (\w+ ){0,3}(going|supposed|meant|planned) to|"
+                      r"before (it|the|that|they|we) (got |was |were )?(moved|changed|switched|postponed|"
+                      r"rescheduled|cancel+ed)|old (date|time|plan|place|venue|day|one)|previous(ly)?|"
+                      r"in the first place)\b", re.I)
+_HISTORY = re.compile(r"\b(how (did|has|have) .{0,40}chang\w*|history of|what changed|every change|all the changes|"
+                      r"how many times)\b", re.I)
 _ABSENT = re.compile(r"\bwho\s+(hasn'?t|has not|haven'?t|have not|didn'?t|did not|never|isn'?t|is not|"
                      r"won'?t|will not|can'?t|cannot)\b\s*(?P<what>.*)", re.I)
 _ATTRIBUTION = re.compile(r"\b(who|which of (them|the two|us|you|these))\b.{0,40}?\b(said|says|say|mentioned|"
@@ -116,6 +126,7 @@ class Question:
     absent: bool = False  # who hasn't ...
     attribution: bool = False  # who said ...: the verbatim message, not the person's records
     change: bool = False  # how did it change: earlier and latest, in order
+    era: str = "now"  # which end of a plan's history: "now" (what holds), "earlier" (the first), "history" (all)
     group_ask: bool = False  # what did we decide / plan / rule
     spread: bool = False  # the answer is spread over the members (search keeps each member in view)
     rows: list[str] = field(default_factory=list)  # person ids, ALL, GROUP (ALL is expanded by the composer)
@@ -296,6 +307,7 @@ def analyse(text: str, roster: Sequence[Person], *, asked_at: float, asker_id: s
     q.each = bool(_EACH.search(text) or len(q.people) >= 2 and _VIEW.search(text))
     q.attribution = bool(_ATTRIBUTION.search(text) or len(q.people) >= 2 and _WHO.search(text))
     q.change = bool(_CHANGE.search(text))
+    q.era = "earlier" if _EARLIER.search(text) else "history" if _HISTORY.search(text) else "now"
     q.tense = "full" if (_FULL.search(text) or q.pins) else "head"
     stance_each = q.each and q.kind == "stance"
     q.rows = list(q.people)

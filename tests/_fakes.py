@@ -137,3 +137,19 @@ class KeywordActs(ScriptedActs):
             if a.kind in STATE_ACTS:
                 earlier.append((t.message, a.kind))
         return out
+
+
+def store_acts(store, kinds: dict[str, str], owner: str = "GROUP") -> None:
+    """Store analyses for messages by platform id (``{"3": "plan"}``) without filing any group state: how the
+    writer's gate sees a window the analysis pass has read, for tests of the gate alone."""
+    from memory.analysis.types import ACT_KINDS, Act, Analysis
+    from memory.nlp import Parsed
+
+    by_id = {m.msg_id: m for s in store.scopes() for m in store.recent(s.id, 10_000)}
+    analyses = []
+    for mid, kind in kinds.items():
+        m = by_id[mid]
+        probs = tuple(0.9 if k == kind else 0.1 / (len(ACT_KINDS) - 1) for k in ACT_KINDS)
+        analyses.append((m, Analysis(m.id, Parsed((), False, False), Act(kind, 0.9, probs, owner, "topic"))))
+    with store.write() as conn:
+        store.save_analyses(conn, [a for _, a in analyses], {m.id: m.text for m, _ in analyses}, "test")

@@ -6,14 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from memory.analysis.runner import AnalysisPass
 from memory.datasets import load_dataset
-from memory.groupacts import GroupAct, classify_group_acts
 from memory.llm.fake import ScriptedLLM
 from memory.records import GROUP, Records
 from memory.records_sync import attach
+from memory.writer.acts import GroupAct
 from memory.writer.cues import Cue, People, changes, classify, speaks_for_group
 from memory.writer.insights import Persona
 from memory.writer.writer import Writer, WriterConfig
+from tests._fakes import KeywordActs, ScriptedActs
 from tests.conftest import msg
 
 DEMO = Path(__file__).resolve().parents[1] / "bot" / "demo" / "demo.jsonl"
@@ -83,13 +85,25 @@ def bad_insights(prompt: str) -> str:
 NO_INSIGHTS = json.dumps({"insights": []})
 
 
+# The demo chat's acts as the analysis pass reads them (scripted here: this test is about the writer's filing).
+DEMO_ACTS = {
+    "Decision: pizza by the river, Friday the 14th at 7pm. I'll book the big table.": ("decision", GROUP, None),
+    "I can bring the trophies from the club house.": ("task", "sam", None),
+    "Rule for the night: no talking about work, anyone who does buys a round.": ("rule", GROUP, None),
+    "Yes I have the key, I'll pick up the trophies on Thursday.": (
+        "change", "leo", ("changes", "I can bring the trophies from the club house.")),
+}
+
+
 @pytest.mark.parametrize("extractive", [True, False])
 def test_demo_chat_filed_right(store, extractive):
     demo_store(store)
     second, third = (BAD_SECOND, BAD_THIRD) if extractive else (BAD_SECOND_ABSTRACTIVE, BAD_THIRD_ABSTRACTIVE)
     w = writer(store, [BAD_FIRST, bad_insights, second, NO_INSIGHTS, third, NO_INSIGHTS], persona=PERSONA,
                extractive=extractive,
-               window_messages=25)
+               window_messages=25, after_analysis=True)
+    labels = ScriptedActs(DEMO_ACTS)
+    AnalysisPass(store, w.records, labels, labels).run()  # the group state first, as the bot does
     results = w.run_pending(force=True)
     assert [r.status for r in results] == ["committed"] * 3
     by_text = heads_by_text(w, store)
@@ -187,12 +201,14 @@ def test_bot_directed_message_is_never_a_record(store):
                       is_bot=True)])
     w = writer(store, [actions({"op": "ADD", "msg": 1, "owner": "Alice", "source": "Alice",
                                 "layer": "per_speaker_core", "utype": "fact", "content": "what did we decide"})])
+    labels = KeywordActs()  # "We decided ..." is a decision; the question to the bot is never analysed
+    AnalysisPass(store, w.records, labels, labels).run()
     [res] = w.run_pending(force=True)
     assert res.status == "committed" and w.watermark(store.scopes()[0].id)[0] == 3
     prompt = w.llm.calls[0].prompt.split("Now the real chat")[1]
     assert "what did we decide about the trip" not in prompt and "I remember my notes" not in prompt
     recs = w.records.heads([store.scopes()[0].id])
-    assert [r.owner for r in recs] == [GROUP]  # Bob's decision (a cue); nothing from the question
+    assert [r.owner for r in recs] == [GROUP]  # Bob's decision (the group state); nothing from the question
     assert all("what did we decide" not in r.content for r in recs)
 
 
@@ -252,16 +268,6 @@ def test_cue_classes(store):
     assert classify(window[0], window, people, GroupAct("change", 0.9, "decision")).utype == "decision"
     acts = {window[0].id: GroupAct("decision", 0.9)}
     assert speaks_for_group(window[0], window, acts) and not speaks_for_group(window[6], window, acts)
-
-
-def test_stated_rule_is_a_norm_act(store):
-    """A stated rule for the group is a norm act whatever its score (the kept NORM_WORDS cue)."""
-    texts = ["Rule for the night: no talking about work, anyone who does buys a round.",
-             "The weather is grey today.", "From now on whoever is late brings the snacks."]
-    store.ingest([msg(i, t, author="Ann" if i % 2 else "Bo") for i, t in enumerate(texts, 1)])
-    acts = classify_group_acts(_all(store))
-    assert [a.kind if a else None for a in acts][0::2] == ["norm", "norm"]
-    assert acts[1] is None or acts[1].kind != "norm"
 
 
 def test_confirmation_is_not_a_change():

@@ -13,6 +13,7 @@ from memory.records_sync import attach
 from memory.writer.insights import Persona
 from memory.writer.verify import RosterIndex, verify
 from memory.writer.writer import Writer, WriterConfig
+from tests._fakes import store_acts
 from tests.conftest import msg
 
 KEY = ScopeKey("console", "w", "general")
@@ -46,6 +47,7 @@ def make_writer(store, responses, **cfg):
 
 
 def test_commit_fills_coordinates_and_provenance(chat):
+    store_acts(chat, {"3": "plan"})  # the analysis pass read "Let's celebrate ..." as a plan: it may be GROUP
     w = make_writer(chat, [actions(
         add("Alice", "Alice", "Alice started a new job as a nurse at St Mary's hospital"),
         add("Bob", "Bob", "Bob is looking for a job in graphic design"),
@@ -207,6 +209,7 @@ def test_extractive_schema_names_messages_and_system_fills_quotes(chat):
     assert set(group[0]["properties"]["layer"]["enum"]) == {"group_interaction", "group_insight"}
     assert variants[0]["properties"]["msg"]["enum"] == [1, 2]
 
+    store_acts(chat, {"3": "decision"})
     w = make_writer(chat, [json.dumps({"actions": [
         {"op": "ADD", "msg": 1, "owner": "Alice", "layer": "per_speaker_core", "utype": "fact"},
         {"op": "ADD", "msg": 3, "owner": "GROUP", "layer": "group_interaction", "utype": "decision"}]})],

@@ -22,22 +22,22 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ftsquery import stem
-from ..groupacts import classify_group_acts
+from ..groupstate import GroupState
 from ..llm.base import INTERACTIVE, LLM
 from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
 from ..llm.prompts_chat import answer_messages
 from ..models import StoredMessage
 from ..question import Question, analyse, content_stems
-from ..records import GROUP, GROUP_LAYERS, Records
+from ..records import Records
 from ..search import Searcher
-from ..store import Person, Store, select_messages
+from ..store import Person, Store
 from ..timefmt import stamp
-from ..topic import watermarks
 from .candidates import FEATURES, Candidate, features, gather
 from .compose import Budgets, Composer, EvidencePack
 from .rank_model import Decline, Reranker, decline_features, shipped
 from .reader_reply import reader_answer
 from .reply import DECLINE, Ranking, ReplyBuilder, ReplyDraft
+from .state_reply import StateReader
 from .support import SupportResult, check_sentence, idf, sentences
 
 if TYPE_CHECKING:
@@ -48,9 +48,6 @@ log = logging.getLogger(__name__)
 ABSTAIN = DECLINE
 Policy = Literal["evidence", "model"]
 _CITE = re.compile(r"\[(\d{1,3})\]")
-GROUP_QUOTES = 3
-ACT_ORDER = ("decision", "norm", "change", "plan")  # what "what did we decide?" shows first; tasks are not asked
-UNREAD_ACTS = 200  # the newest messages past the writer's watermark that "what did we decide?" reads itself
 # Below this cosine to every candidate, a question none of whose words the chat uses is off topic. Chosen on
 # SocialMemBench and FriendsQA; its false declines per dataset are in docs/replies.md.
 OFF_TOPIC_COSINE = 0.35
@@ -118,6 +115,7 @@ class Answerer:
         self.models = models  # the reply models' folder (memory/query/models by default)
         self._decline_below = decline_below  # None: the decline model's trained threshold
         self.reader = reader  # EGMemory's adaptive reader (answer.reader); its answer passes the same check
+        self.states = StateReader(store, GroupState(records), self.builder)
 
     @property
     def decline_below(self) -> float:
@@ -213,46 +211,24 @@ class Answerer:
         q = pack.question
         roster = pack.roster if pack.roster is not None else self.roster(scope_ids)
         if q.group_ask:
-            group = self.group_messages(scope_ids, exclude)
-            if group:
-                return ReplyDraft("Here's what the group settled on, newest first:", self.builder.quotes(group, []),
-                                  False, "group", 1.0)
+            group = self.states.decided(scope_ids, exclude)
+            if group is not None:
+                return group
         early = self.builder.preliminary(q, roster, bool(pack.hits) or bool(pack.per_author))
         if early is not None:
             return early
         ranking = self.rank(scope_ids, pack, exclude)
         draft = self.builder.build(q, ranking, roster)
+        if draft.kind in ("evidence", "change"):
+            # The answer rests on a plan or decision that changed: read the end of its history that was asked.
+            chain = self.states.chain_of(ranking)
+            era = q.era if q.era != "now" or not q.change else "history"
+            state = self.states.draft(era, chain, q.stems, ranking.p_answer, exclude) if chain else None
+            if state is not None:
+                draft = state
         draft.notes.append(f"p(answer) {ranking.p_answer:.3f} (threshold {self.decline_below:.3f}); "
                            f"kind {q.kind}; {'; '.join(q.reasons)}")
         return draft
-
-    def group_messages(self, scope_ids: list[int], exclude: frozenset[int] = frozenset()) -> list[StoredMessage]:
-        """The messages the group's current decisions, plans and rules rest on, newest first.
-
-        The writer's GROUP records give them where it has read the chat (the gate files one only on a
-        message that speaks for the group); past its watermark, the group-act classifier
-        (memory/groupacts.py) picks them from the messages themselves, so the answer does not wait for
-        the writer.
-        """
-        records = self.composer.records
-        heads = records.heads(scope_ids, owners=[GROUP], layers=list(GROUP_LAYERS))
-        ids = {mid for r in records.get([h.id for h in heads], with_sources=True) for mid in r.sources}
-        msgs = [m for m in self.store.messages(sorted(ids)) if m.id not in exclude and not m.to_bot]
-        rank = {m.id: 0 for m in msgs}  # what the writer filed comes first
-        unread: list[StoredMessage] = []
-        with self.store.read() as conn:
-            for sid, mark in watermarks(self.store, scope_ids).items():
-                unread += select_messages(conn, "WHERE m.scope_id = ? AND m.id > ? AND m.deleted = 0 AND "
-                                          "m.bot_traffic = 0 ORDER BY m.id DESC LIMIT ?", (sid, mark, UNREAD_ACTS))
-        unread = [m for m in reversed(unread) if m.id not in exclude]
-        acts = classify_group_acts(unread) if unread else []
-        for m, act in zip(unread, acts):
-            if act is not None and act.kind in ACT_ORDER and m.id not in rank:
-                msgs.append(m)
-                rank[m.id] = 1 + ACT_ORDER.index(act.kind)
-        # Decisions and rules before plans and changes, newest first within each; shown newest first.
-        chosen = sorted(msgs, key=lambda m: (rank[m.id], -m.ts, -m.id))[:GROUP_QUOTES]
-        return sorted(chosen, key=lambda m: (m.ts, m.id), reverse=True)
 
     def similarities(self, scope_ids: list[int], text: str, ids: list[int]) -> dict[int, float]:
         """Cosine of the question to each candidate's vector (none when the embedder is unavailable)."""

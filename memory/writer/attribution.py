@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..groupacts import GroupAct
 from ..models import StoredMessage
 from ..records import GROUP_LAYERS
+from .acts import GroupAct
 from .cues import People, speaks_for_group
 
 
@@ -41,7 +41,7 @@ def check_filing(owner: str, layer: str, msg: StoredMessage, window: Sequence[St
         basis = speaks_for_group(msg, window, acts)
         if basis is None:
             return Filing(owner, layer, reason=f"a GROUP record must rest on a message that speaks for the group "
-                                               f"(a group act by the classifier, or a reply thread); message "
+                                               f"(a group act by the analysis pass, or a reply thread); message "
                                                f"{msg.msg_id} by {shown(author)} does not")
         return Filing(owner, layer, group_basis=basis)
     referenced = people.referenced(msg, window)

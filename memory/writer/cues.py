@@ -15,10 +15,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..groupacts import CHANGE_WORDS, GroupAct
 from ..models import StoredMessage
 from ..people import People
 from ..records import GROUP, GROUP_ACT_UTYPES, Record
+from .acts import GroupAct
 from .grounding import content_terms
 
 # A first-person message with at least this many content words is a self-report worth a core record
@@ -35,6 +35,10 @@ DATE = re.compile(
     r"|\b\d{1,2}(?:st|nd|rd|th)\b|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\s+\d{1,2}\b", re.I)
 PLAN = re.compile(r"\b(let'?s|plan(?:s|ned|ning)?|going to|gonna|will|'ll|meet(?:ing)?|booked|book|schedul\w*"
                   r"|see you)\b", re.I)
+# A person saying their own news changed ("my physio moved to Friday"): the person cues' change words.
+CHANGE_WORDS = re.compile(
+    r"\b(change of plans?|new plan|scratch that|moved to|moving (?:it )?to|postponed?|reschedul\w*|cancel+(?:ed|ing)?"
+    r"|called off|pushed (?:back|to)|no longer|not anymore|instead|switched to|changed (?:my|our) minds?)\b", re.I)
 CHANGE = CHANGE_WORDS
 RESPONSIBLE_SELF = re.compile(
     r"\bI(?:'ll| will| can| am going to|'m going to|'m| am) (?:book|bring|pick|buy|get|handle|sort|organi[sz]e"
@@ -186,36 +190,23 @@ def propose(window: Sequence[StoredMessage], people: People, names: dict[str, st
             acts: Mapping[int, GroupAct | None] | None = None, heads: Sequence[Record] = ()) -> list[dict]:
     """Cue proposals in the extractive action format (``msg`` is 1-based), one per cued message.
 
-    A group act that changes an earlier plan, decision or norm is an UPDATE of that GROUP record, so the
-    chain keeps the old version and the new one; with none to revise it is a new GROUP plan."""
+    A message the analysis pass read as a group act (``acts``) is the group state's: the pass files it as a
+    GROUP record with its update chain (memory/groupstate.py), so the cues leave it alone. The rest are the
+    person cues: a self-report, what is said about a member, a stance, a responsibility taken on."""
     acts = acts or {}
     out: list[dict] = []
     for n, msg in enumerate(window, 1):
-        if msg.to_bot:
+        if msg.to_bot or acts.get(msg.id) is not None:
             continue
-        act = acts.get(msg.id)
-        cue = classify(msg, window, people, act)
+        cue = classify(msg, window, people)
         if cue is None:
             continue
-        if act is not None and act.kind == "change":
-            target = changed_record(msg, heads)
-            if target is not None:
-                out.append({"op": "UPDATE", "msg": n, "entry_id": f"E{target.id}", "proposer": "groupacts:change"})
-                continue
-            if FIRST_PERSON.search(msg.text) and not WE.search(msg.text):
-                # A change that revises no group record and speaks of its author alone ("my physio moved to
-                # Friday", "change of plan on my side") is the author's own news: the person cues file it.
-                act = None
-                cue = classify(msg, window, people)
-                if cue is None:
-                    continue
-        if act is None and cue.layer == "per_speaker_core" and cue.owner == msg.author_id:
+        if cue.layer == "per_speaker_core" and cue.owner == msg.author_id:
             target = changed_record(msg, heads, msg.author_id, "per_speaker_core", PERSON_TOPIC_WORDS)
             if target is not None and target.session != msg.session:
                 out.append({"op": "UPDATE", "msg": n, "entry_id": f"E{target.id}", "proposer": f"cues:{cue.kind}"})
                 continue
         owner = GROUP if cue.owner == GROUP else names.get(cue.owner, cue.owner)
-        proposer = f"groupacts:{cue.kind}" if act is not None else f"cues:{cue.kind}"
         out.append({"op": "ADD", "msg": n, "owner": owner, "layer": cue.layer, "utype": cue.utype,
-                    "proposer": proposer})
+                    "proposer": f"cues:{cue.kind}"})
     return out

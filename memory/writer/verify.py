@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..groupacts import GroupAct, classifier
 from ..models import StoredMessage
 from ..records import (
     GROUP,
@@ -23,6 +22,7 @@ from ..records import (
     parse_entry_id,
 )
 from ..store import Person
+from .acts import GroupAct
 from .attribution import check_filing
 from .cues import People
 from .grounding import DuplicateIndex, contained, ground, near_duplicate, quotes, steering_reason
@@ -106,28 +106,6 @@ def salvage_actions(raw: str) -> list[Any]:
         items.append(obj)
 
 
-class LazyActs(Mapping[int, "GroupAct | None"]):
-    """The window's group acts, classified on first use (a window with no GROUP proposal never pays for it)."""
-
-    def __init__(self, window: Sequence[StoredMessage]) -> None:
-        self.window = window
-        self._acts: dict[int, GroupAct | None] | None = None
-
-    def _all(self) -> dict[int, GroupAct | None]:
-        if self._acts is None:
-            self._acts = dict(zip((m.id for m in self.window), classifier().classify(self.window)))
-        return self._acts
-
-    def __getitem__(self, key: int) -> GroupAct | None:
-        return self._all()[key]
-
-    def __iter__(self):
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self.window)
-
-
 def insight_says_nothing(content: str, message: str) -> str | None:
     """Why an insight (a GROUP interpretation) says nothing, or None: it must pass the replies' support check
     against its message and not be a quote of it (an extractive record always is)."""
@@ -146,10 +124,11 @@ def verify(actions: list[Any], *, window: Sequence[StoredMessage], roster: Roste
            group_acts: Mapping[int, GroupAct | None] | None = None) -> Verdict:
     """Check each proposed action; return what may be committed and why the rest may not.
 
-    ``group_acts`` (message store id -> act) is the classifier's reading of the window, which a GROUP
-    record's message must be; the writer passes the one it computed, others get it on first need."""
+    ``group_acts`` (message store id -> act) is the analysis pass's reading of the window
+    (``memory.writer.acts.stored_group_acts``): a GROUP record's message must be a group act there, or a
+    thread several members joined."""
     verdict = Verdict()
-    acts = group_acts if group_acts is not None else LazyActs(window)
+    acts: Mapping[int, GroupAct | None] = group_acts if group_acts is not None else {}
     limit = max_actions(len(window))
     texts = [m.text for m in window]
     steering = [steering_reason(t) for t in texts]

@@ -16,13 +16,14 @@ from functools import partial
 
 from ..db import named
 from ..errors import ModelError, ModelOutputError
-from ..groupacts import MODEL_PATH, GroupActClassifier, classifier
+from ..groupstate import LAYER as STATE_LAYER
 from ..llm.base import BACKGROUND, LLM, Completion
 from ..llm.chat import generate  # picks the raw or chat form the model wants (memory/llm/chat.py)
 from ..llm.prompts_chat import insight_messages, writer_messages
 from ..models import StoredMessage
 from ..records import GROUP, INSIGHT_LAYER, NewRecord, Record, Records
 from ..store import Store, select_messages
+from .acts import as_fact, stored_group_acts
 from .cues import propose as propose_cues
 from .grounding import near_duplicate
 from .insights import Persona, insight_prompt, insight_schema, verify_insights
@@ -46,7 +47,9 @@ class WriterConfig:
     idle_gap_s: float = 1800.0
     extractive: bool = False  # records quote their message (for tiny models); see prompt.action_schema
     cues: bool = True  # deterministic cue proposals (decisions, norms, plans, ...) beside the model's; see cues.py
-    group_acts_model: str = ""  # the group-act model file (memory/groupacts.py); empty: the shipped one
+    # Read only messages the analysis pass has read (their acts decide what is the group state's); the bot sets
+    # it when the pass runs, so a window never races ahead of the acts it needs.
+    after_analysis: bool = False
     # Persona insights: off for the embedded 270M model, whose insights fail the support check (bot/app.py).
     insights: bool = True
 
@@ -97,9 +100,8 @@ class Writer:
 
     def __init__(self, store: Store, llm: LLM, *, config: WriterConfig | None = None,
                  persona: Persona | None = None, records: Records | None = None,
-                 clock: Callable[[], float] = time.time, group_acts: GroupActClassifier | None = None) -> None:
+                 clock: Callable[[], float] = time.time) -> None:
         self.store = store
-        self.group_acts = group_acts  # None: the shipped model file, read with the store's MiniLM
         self.llm = llm
         self.config = config or WriterConfig()
         self.persona = persona
@@ -120,6 +122,11 @@ class Writer:
             msgs = select_messages(
                 conn, "WHERE m.scope_id = ? AND m.id > ? AND m.deleted = 0 AND m.bot_traffic = 0 ORDER BY m.id LIMIT ?",
                 (scope_id, mark, self.config.window_messages + 1))
+            if self.config.after_analysis and msgs:
+                waiting = conn.execute("SELECT min(id) FROM messages WHERE scope_id = ? AND id > ? AND analysed = 0 "
+                                       "AND deleted = 0", (scope_id, mark)).fetchone()[0]
+                if waiting is not None:
+                    msgs = [m for m in msgs if m.id < waiting]
         if not msgs:
             return None
         window = [msgs[0]]
@@ -207,9 +214,7 @@ class Writer:
         except ValueError as exc:
             return self._fail(window, started, t0, f"model output rejected: {exc}", raw, completion)
 
-        classify = (self.group_acts or classifier(self.store.embedder, self.config.group_acts_model or MODEL_PATH)
-                    ).classify
-        acts = dict(zip((m.id for m in inputs), classify(inputs)))
+        acts = stored_group_acts(self.store, inputs)
         cue_actions = propose_cues(inputs, roster.people, names, acts, all_heads) if self.config.cues else []
         fill_quotes(cue_actions, inputs, names)
         if self.config.extractive:
@@ -236,25 +241,40 @@ class Writer:
         insights: list[tuple[NewRecord, list[int]]] = []
         insight_completion: Completion | None = None
         facts = [r for r in verdict.accepted]
-        if self.persona is not None and self.config.insights and facts:
+        # The group state the analysis pass filed from this window is fact too: insights may rest on it.
+        state = self._window_state(window)
+        shown = facts + [as_fact(r) for r in state]
+        if self.persona is not None and self.config.insights and shown:
             try:
                 existing = [h.content for h in all_heads if h.layer == INSIGHT_LAYER]
                 insight_completion = generate(
-                    self.llm, raw_prompt=insight_prompt(self.persona, facts, names),
-                    messages=insight_messages(self.persona, facts, names), max_tokens=200, temperature=0.0,
-                    schema=insight_schema(len(facts)), priority=BACKGROUND)
+                    self.llm, raw_prompt=insight_prompt(self.persona, shown, names),
+                    messages=insight_messages(self.persona, shown, names), max_tokens=200, temperature=0.0,
+                    schema=insight_schema(len(shown)), priority=BACKGROUND)
                 data = json.loads(insight_completion.text, strict=False)
-                insights, bad = verify_insights(data, facts, existing, window.scope_id)
+                insights, bad = verify_insights(data, shown, existing, window.scope_id)
                 rejected += bad
             except (ModelError, ValueError) as exc:
                 # Insights are optional: the facts still commit; the reason is kept in the audit log.
                 rejected.append(Rejection({"pass": "insights"}, f"insight pass failed: {exc}"))
         return self._commit(window, started, t0, raw, not notes, completion, facts, insights, rejected,
-                            insight_completion)
+                            insight_completion, known=[r.id for r in state])
+
+    def _window_state(self, window: Window) -> list[Record]:
+        """The group-state records resting on the window's messages (the analysis pass filed them)."""
+        ids = [m.id for m in window.messages]
+        with self.store.read() as conn:
+            rids = sorted({r[0] for r in conn.execute(
+                f"SELECT DISTINCT s.record_id FROM record_sources s JOIN records r ON r.id = s.record_id WHERE "
+                f"s.message_id IN ({','.join('?' * len(ids))}) AND r.status = 'active' AND r.layer = ?",
+                [*ids, STATE_LAYER])})
+        return self.records.get(rids, with_sources=True)
 
     def _commit(self, window: Window, started: float, t0: float, raw: str, parsed: bool,
                 completion: Completion | None, facts: list[NewRecord], insights: list[tuple[NewRecord, list[int]]],
-                rejected: list[Rejection], insight_completion: Completion | None) -> WindowResult:
+                rejected: list[Rejection], insight_completion: Completion | None,
+                known: Sequence[int] = ()) -> WindowResult:
+        """``known``: committed records shown to the insight pass after ``facts`` (an insight may cite them)."""
         """Records, the audit row and the watermark in one transaction."""
         texts = [r.content for r in facts] + [r.content for r, _ in insights]
         vectors = self.store.embedder.embed(texts) if (self.store.embedder and texts) else None
@@ -268,7 +288,7 @@ class Writer:
                 ids.append(self.records.insert(conn, rec, run_id=run_id, model=model,
                                                vector=None if vectors is None else vectors[n]))
             for m, (rec, cited) in enumerate(insights):
-                rec.cites = [ids[i] for i in cited]
+                rec.cites = [ids[i] if i < len(facts) else known[i - len(facts)] for i in cited]
                 ids.append(self.records.insert(conn, rec, run_id=run_id, model=model,
                                                vector=None if vectors is None else vectors[len(facts) + m]))
             self._advance(conn, window, failures=0, error=None)

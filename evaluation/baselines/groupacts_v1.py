@@ -1,10 +1,13 @@
-"""Group acts: which messages settle a decision, state a plan, set a norm, take on a task, or change one.
+"""The group-act classifier of 2026-12-01, kept as a baseline: `chorus eval acts` scores it beside the analysis
+pass's act model (memory/analysis/acts.py), which replaced it. Nothing in the bot uses it.
+
+Group acts: which messages settle a decision, state a plan, set a norm, take on a task, or change one.
 
 A learned classifier, not a cue list: the message's MiniLM embedding, what it answers (the message it
 replies to, else the turn before it) and a few cheap features of its place in the conversation go
 through two logistic regressions (is it a group act; which one), trained on SocialMemBench's reference
-writer by ``chorus train groupacts`` (evaluation/groupacts_train.py). At run time only numpy reads the
-exported coefficients (memory/models/groupacts-v1.json); scikit-learn is needed to train, not to classify.
+writer by the former ``chorus train groupacts``. Only numpy reads the exported coefficients
+(evaluation/baselines/groupacts-v1.json).
 """
 from __future__ import annotations
 
@@ -20,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .embeddings.base import Embedder, prefix
-from .models import StoredMessage
+from memory.embeddings.base import Embedder, prefix
+from memory.models import StoredMessage
 
 log = logging.getLogger(__name__)
 
 KINDS = ("decision", "plan", "norm", "task", "change")
-MODEL_PATH = Path(__file__).parent / "models" / "groupacts-v1.json"
+MODEL_PATH = Path(__file__).parent / "groupacts-v1.json"
 # The embedder family the coefficients were fitted on; another family's vectors mean nothing to them.
 EMBEDDER_FAMILY = "all-MiniLM-L6-v2"
 _CACHE_SIZE = 20_000
@@ -140,7 +143,7 @@ def own_news(text: str) -> bool:
 
 def _dated(texts: Sequence[str]) -> list[bool]:
     try:
-        from .nlp import parse_many
+        from memory.nlp import parse_many
 
         return ["time" in p.kinds() for p in parse_many(list(texts))]
     except Exception:  # noqa: BLE001 - the pipeline is installed by setup; without it the feature reads 0
@@ -254,7 +257,7 @@ def load_model(path: str | Path = MODEL_PATH) -> dict:
 @lru_cache(maxsize=1)
 def default_embedder() -> Embedder:
     """The shipped MiniLM (ONNX int8 as the bot's default embedder, else the numpy port)."""
-    from .embeddings.factory import load_embedder
+    from memory.embeddings.factory import load_embedder
 
     try:
         return load_embedder("minilm-onnx", dtype="int8")

@@ -1,0 +1,1 @@
+"""Earlier models kept to score beside the shipped ones (before/after tables)."""
