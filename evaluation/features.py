@@ -109,7 +109,7 @@ def collect(dataset: str, *, data: str | Path | None, embedder: Embedder, limit:
     conversations = load_dataset(dataset, data)[:limit]
     out = []
     stores = conversation_stores(tqdm(conversations, desc=f"features {dataset}", unit="conv", disable=not progress),
-                                 embedder, prefix="chorus-lodo-")
+                                 embedder, prefix="chorus-lodo-", analyse=False)
     for cs in stores:
         out.append(_conversation(cs.store, Searcher(cs.store), cs.conv, cs.asked_at))
     return DatasetFeatures(dataset, out, getattr(embedder, "name", type(embedder).__name__))

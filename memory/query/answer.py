@@ -32,8 +32,9 @@ from ..records import Records
 from ..search import Searcher
 from ..store import Person, Store
 from ..timefmt import stamp
-from .candidates import FEATURES, Candidate, features, gather
+from .candidates import FEATURES, Candidate, coverage, features, gather
 from .compose import Budgets, Composer, EvidencePack
+from .discussion import DIRECT_COSINE, DIRECT_COVERAGE, View, discussion, on_topic, views
 from .rank_model import Decline, Reranker, decline_features, shipped
 from .reader_reply import reader_answer
 from .reply import DECLINE, Ranking, ReplyBuilder, ReplyDraft
@@ -51,6 +52,7 @@ _CITE = re.compile(r"\[(\d{1,3})\]")
 # Below this cosine to every candidate, a question none of whose words the chat uses is off topic. Chosen on
 # SocialMemBench and FriendsQA; its false declines per dataset are in docs/replies.md.
 OFF_TOPIC_COSINE = 0.35
+DISCUSSION_ANCHORS = 12  # the best on-topic candidates whose discussions "each" and "who hasn't" read
 _COS = FEATURES.index("cos")
 # The model's own "the messages don't say": its sentence then turns the reply into a decline.
 _DONT_KNOW = re.compile(r"\b(i don'?t know|i do not know|not (mentioned|in the messages)|no (answer|information))\b",
@@ -188,7 +190,8 @@ class Answerer:
         sims = self.similarities(scope_ids, q.dense_text, sorted(ids))
         stats = self.doc_freqs(scope_ids, q.stems)
         weights = self.term_weights(scope_ids, q.stems, stats)
-        return cands, features(q, cands, roster, weights, sims), stats
+        stored = self.store.parsed({m.id for c in cands for m in (c.message, *c.prev[:1])})
+        return cands, features(q, cands, roster, weights, sims, stored), stats
 
     def rank(self, scope_ids: list[int], pack: EvidencePack, exclude: frozenset[int] = frozenset()) -> Ranking:
         """The pack's candidates in context, scored by the reranker, and the decline's verdict."""
@@ -218,7 +221,8 @@ class Answerer:
         if early is not None:
             return early
         ranking = self.rank(scope_ids, pack, exclude)
-        draft = self.builder.build(q, ranking, roster)
+        views = self.member_views(scope_ids, q, ranking, roster, exclude) if q.wants_members else None
+        draft = self.builder.build(q, ranking, roster, views)
         if draft.kind in ("evidence", "change"):
             # The answer rests on a plan or decision that changed: read the end of its history that was asked.
             chain = self.states.chain_of(ranking)
@@ -229,6 +233,26 @@ class Answerer:
         draft.notes.append(f"p(answer) {ranking.p_answer:.3f} (threshold {self.decline_below:.3f}); "
                            f"kind {q.kind}; {'; '.join(q.reasons)}")
         return draft
+
+    def member_views(self, scope_ids: list[int], q: Question, ranking: Ranking, roster: list[Person],
+                     exclude: frozenset[int] = frozenset()) -> list[View]:
+        """Each asked-about member's part in the discussion the best on-topic candidates belong to."""
+        members = q.named if len(q.named) >= 2 else [p.person_id for p in roster if not p.is_bot]
+        anchors = [ranking.cands[i].message for i in ranking.order if ranking.on_topic(i)][:DISCUSSION_ANCHORS]
+        if not anchors:
+            return views([], {}, members)
+        msgs = discussion(self.store, anchors, exclude=exclude)
+        sims = self.similarities(scope_ids, q.dense_text, [m.id for m in msgs])
+        weights = self.term_weights(scope_ids, q.stems)
+
+        def direct(m: StoredMessage) -> float:
+            cov = coverage(q.stems, weights, set(content_stems(m.text)))
+            cos = sims.get(m.id, 0.0)
+            return max(cov, cos) if cov >= DIRECT_COVERAGE or cos >= DIRECT_COSINE else 0.0
+
+        links = {mid: a.link.target for mid, a in self.store.analyses([m.id for m in msgs]).items()
+                 if a.link is not None and a.link.kind in ("answers", "confirms")}
+        return views(msgs, on_topic(msgs, direct, links), members)
 
     def similarities(self, scope_ids: list[int], text: str, ids: list[int]) -> dict[int, float]:
         """Cosine of the question to each candidate's vector (none when the embedder is unavailable)."""

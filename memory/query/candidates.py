@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +23,7 @@ from ..question import KINDS, Question, content_stems
 from ..store import Person, Store
 from ..store.rows import select_messages
 
+NOTHING_PARSED = Parsed((), False, False)
 POOL = 30  # search hits reranked
 TOPICAL_COSINE = 0.4  # a candidate this close in meaning is on topic even without a topic word
 FOLLOW_ANCHORS = 5  # the top hits whose next turns join the pool
@@ -128,14 +129,25 @@ def _parents(store: Store, msgs: Sequence[StoredMessage]) -> dict[tuple[int, str
     return out
 
 
+def parses(cands: Sequence[Candidate], stored: Mapping[int, Parsed] | None) -> dict[str, Parsed]:
+    """Each candidate's and its previous turn's parse, by text: the analysis pass's stored one (no NER at
+    question time); a message it has not read yet counts as naming nothing. Without ``stored`` (offline
+    training over fresh stores) spaCy parses them here."""
+    msgs = [c.message for c in cands] + [c.prev[0] for c in cands if c.prev]
+    if stored is None:
+        texts = [m.text for m in msgs]
+        return dict(zip(texts, parse_many(texts)))
+    return {m.text: stored.get(m.id, NOTHING_PARSED) for m in msgs}
+
+
 def features(q: Question, cands: Sequence[Candidate], roster: Sequence[Person], weights: dict[str, float],
-             sims: dict[int, float]) -> np.ndarray:
-    """One row of FEATURES per candidate (``sims``: the question's cosine to each message id)."""
+             sims: dict[int, float], stored: Mapping[int, Parsed] | None = None) -> np.ndarray:
+    """One row of FEATURES per candidate (``sims``: the question's cosine to each message id; ``stored``: the
+    analysis pass's parses by message id)."""
     if not cands:
         return np.zeros((0, len(FEATURES)), dtype=np.float32)
     people = People(roster)
-    texts = [c.message.text for c in cands] + [c.prev[0].text for c in cands if c.prev]
-    parsed = dict(zip(texts, parse_many(texts)))
+    parsed = parses(cands, stored)
     stems = q.stems
     top = cands[0].message
     times = sorted(c.message.ts for c in cands)

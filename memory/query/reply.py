@@ -21,6 +21,7 @@ from ..question import Question, content_stems
 from ..store import Person
 from ..timefmt import stamp
 from .candidates import FEATURES, Candidate
+from .discussion import View
 from .support import sentences
 
 DECLINE = "This channel's memory doesn't hold that."
@@ -155,13 +156,15 @@ class ReplyBuilder:
             return ReplyDraft(NO_TOPIC, [], True, "no-topic")
         return None
 
-    def build(self, q: Question, ranking: Ranking, roster: Sequence[Person]) -> ReplyDraft:
-        """The reply for ``q`` from its reranked candidates."""
+    def build(self, q: Question, ranking: Ranking, roster: Sequence[Person],
+              views: Sequence[View] | None = None) -> ReplyDraft:
+        """The reply for ``q`` from its reranked candidates; ``views``: each member's part in the discussion
+        (memory/query/discussion.py), which "each" and "who hasn't" questions read."""
         members = [p for p in roster if not p.is_bot]
-        if q.absent and members:
-            return self._absent(q, ranking, members)
-        if q.each and members:
-            each = self._each(q, ranking, members)
+        if q.absent and members and views is not None:
+            return self._absent(q, ranking, members, views)
+        if q.each and members and views is not None:
+            each = self._each(q, ranking, members, views)
             if each is not None:
                 return each
         best = ranking.best(self.max_quotes)
@@ -178,46 +181,30 @@ class ReplyBuilder:
         return ReplyDraft("Here's what the chat says:", self.quotes(best, q.stems), False, "evidence",
                           ranking.p_answer)
 
-    def _member_best(self, ranking: Ranking, pid: str) -> int | None:
-        """The member's best-ranked candidate that is about the question, if any."""
-        for i in ranking.order:
-            if ranking.cands[i].message.author_id == pid and ranking.on_topic(i):
-                return i
-        return None
-
-    def _each(self, q: Question, ranking: Ranking, members: list[Person]) -> ReplyDraft | None:
-        wanted = q.named if len(q.named) >= 2 else [p.person_id for p in members]
+    def _each(self, q: Question, ranking: Ranking, members: list[Person], views: Sequence[View]
+              ) -> ReplyDraft | None:
+        """Every member who spoke on it, their best message each; "Nothing from X" only for members none of
+        whose messages in the discussion is about it."""
         names = {p.person_id: p.display_name for p in members}
-        found: list[int] = []
-        silent: list[str] = []
-        for pid in wanted:
-            i = self._member_best(ranking, pid)
-            if i is not None:
-                found.append(i)
-            else:
-                silent.append(names.get(pid, pid))
-        if not found:
-            return None  # no member speaks to it directly: the reply falls back to what the chat says
-        found.sort(key=lambda i: ranking.order.index(i))  # the member who speaks to it most directly first
-        quoted = self.quotes([ranking.cands[i].message for i in found], q.stems)
+        spoke = sorted((v for v in views if v.message is not None),
+                       key=lambda v: (-v.score, v.message.ts if v.message else 0.0))
+        if not spoke:
+            return None  # no member speaks to it: the reply falls back to what the chat says
+        silent = [names.get(v.person_id, v.person_id) for v in views if v.message is None]
+        quoted = self.quotes([v.message for v in spoke if v.message is not None], q.stems)
         extra = [f"Nothing from {_join(silent)} on this."] if silent else []
         return ReplyDraft("Here's what each person said about it:", quoted, False, "each", ranking.p_answer,
                           extra_lines=extra)
 
-    def _absent(self, q: Question, ranking: Ranking, members: list[Person]) -> ReplyDraft:
-        did: list[int] = []
-        not_yet: list[Person] = []
-        for p in members:
-            i = self._member_best(ranking, p.person_id)
-            if i is not None:
-                did.append(i)
-            else:
-                not_yet.append(p)
-        quoted = self.quotes([ranking.cands[i].message for i in did], q.stems)
+    def _absent(self, q: Question, ranking: Ranking, members: list[Person], views: Sequence[View]) -> ReplyDraft:
+        names = {p.person_id: p.display_name for p in members}
+        did = [v for v in views if v.message is not None]
+        not_yet = [names.get(v.person_id, v.person_id) for v in views if v.message is None]
+        quoted = self.quotes([v.message for v in did if v.message is not None], q.stems)
         if not not_yet:
             return ReplyDraft("Everyone here has said something about it:", quoted, False, "absent",
                               ranking.p_answer)
-        lead = (f"From what's in this channel, {_join([p.display_name for p in not_yet])} "
+        lead = (f"From what's in this channel, {_join(not_yet)} "
                 f"{'has' if len(not_yet) == 1 else 'have'}n't said anything about it.")
         if quoted:
             lead += " These members have:"

@@ -243,16 +243,16 @@ class Writer:
         facts = [r for r in verdict.accepted]
         # The group state the analysis pass filed from this window is fact too: insights may rest on it.
         state = self._window_state(window)
-        shown = facts + [as_fact(r) for r in state]
-        if self.persona is not None and self.config.insights and shown:
+        known_facts: list[NewRecord] = [*facts, *(as_fact(r) for r in state)]
+        if self.persona is not None and self.config.insights and known_facts:
             try:
                 existing = [h.content for h in all_heads if h.layer == INSIGHT_LAYER]
                 insight_completion = generate(
-                    self.llm, raw_prompt=insight_prompt(self.persona, shown, names),
-                    messages=insight_messages(self.persona, shown, names), max_tokens=200, temperature=0.0,
-                    schema=insight_schema(len(shown)), priority=BACKGROUND)
+                    self.llm, raw_prompt=insight_prompt(self.persona, known_facts, names),
+                    messages=insight_messages(self.persona, known_facts, names), max_tokens=200, temperature=0.0,
+                    schema=insight_schema(len(known_facts)), priority=BACKGROUND)
                 data = json.loads(insight_completion.text, strict=False)
-                insights, bad = verify_insights(data, shown, existing, window.scope_id)
+                insights, bad = verify_insights(data, known_facts, existing, window.scope_id)
                 rejected += bad
             except (ModelError, ValueError) as exc:
                 # Insights are optional: the facts still commit; the reason is kept in the audit log.
