@@ -4,8 +4,9 @@ Several channels post at a configured total rate (default 50 messages/s for 10 m
 each from its own thread, through the same entry point the chat adapters use
 (``Actions.remember`` -> ``Bot.remember``), while a mention is answered every few
 seconds (``Bot.ask`` through ``Actions.ask``) and the memory writer runs windows in the
-background, and the bot's embedding thread indexes the backlog. Every second a sampler
-records resident memory, stored messages, the embedding backlog and the writer's lag.
+background, and the bot's backlog thread embeds and analyses what arrives (entities, acts, links and the
+group state). Every second a sampler records resident memory, stored messages, the embedding and analysis
+backlogs and the writer's lag.
 
 With ``--no-model`` answers use no language model (evidence only) and the writer runs the
 real ``Writer`` (propose -> verify -> commit) with a ``ScriptedLLM`` proposing one record
@@ -215,7 +216,8 @@ def _sampler(run: Run, bot: Any, stop: threading.Event, proc: psutil.Process) ->
         pending, age = _writer_lag(bot.store)
         sample = {"t": round(t, 2), "rss_mib": round(proc.memory_info().rss / 2**20, 1), "posted": posted,
                   "stored": bot.store.count_messages(), "queued": bot.door.queue.pending,
-                  "embed_backlog": bot.store.pending_embeddings(), "writer_pending": pending,
+                  "embed_backlog": bot.store.pending_embeddings(), "analysis_backlog": bot.store.pending_analysis(),
+                  "writer_pending": pending,
                   "writer_oldest_s": round(age, 2), "ingest_p50_ms": round(1000 * float(np.median(recent)), 2)
                   if recent else 0.0, "ingest_p95_ms": round(1000 * float(np.percentile(recent, 95)), 2)
                   if recent else 0.0, "ingest_per_s": len(recent)}
@@ -270,8 +272,9 @@ def write_plot(path: Path, data: dict[str, Any]) -> Path:
         ("ingest latency per second", "ms", {"p50": line("ingest_p50_ms"), "p95": line("ingest_p95_ms")}),
         ("messages per second", "msg/s", {"posted": line("ingest_per_s")}),
         ("answer latency (mention to reply)", "s", {"answer": points(answers)}),
-        ("writer lag and embedding backlog", "messages",
-         {"writer pending": line("writer_pending"), "embed backlog": line("embed_backlog")}),
+        ("writer lag, embedding and analysis backlogs", "messages",
+         {"writer pending": line("writer_pending"), "embed backlog": line("embed_backlog"),
+          "analysis backlog": line("analysis_backlog")}),
         ("writer window duration", "s", {"window": points(windows)}),
         ("resident memory", "MiB", {"rss": line("rss_mib")}),
     ]
@@ -341,6 +344,7 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
         for t in threads:
             t.join()
     posting_s = run.now()
+    analysis_at_end = store.pending_analysis()
     stop_posting.set()  # no new questions; the one in flight finishes
     load_end = os.getloadavg()[0]
     # Drain: everything posted must be stored (and, if asked, indexed) before counting.
@@ -350,6 +354,9 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
                                            or (wait_embeddings and store.pending_embeddings())):
         time.sleep(0.2)
     drained_s = run.now() - posting_s
+    while time.monotonic() < deadline and store.pending_analysis():
+        time.sleep(0.2)
+    analysed_s = run.now() - posting_s
     # The writer has caught up when only partial windows are left (they wait for the session's idle gap).
     partial = channels * settings.writer.window_messages
     while time.monotonic() < deadline and _writer_lag(store)[0] > partial:
@@ -393,6 +400,12 @@ def run_load(settings: Any, *, rate: float = 50.0, seconds: float = 600.0, chann
                    "final_pending": lag_pending, "final_oldest_s": round(lag_age, 1)},
         "embedding": {"max_backlog": max((s["embed_backlog"] for s in samples), default=0),
                       "backlog_left": backlog_left},
+        "analysis": {"max_backlog": max((s["analysis_backlog"] for s in samples), default=0),
+                     "backlog_when_posting_stopped": analysis_at_end,
+                     "drained_after_posting_s": round(analysed_s, 1) if not store.pending_analysis() else None,
+                     "backlog_left": store.pending_analysis(), "failed": store.failed_analysis(),
+                     "state_records": len(bot.records.heads([sc.id for sc in store.scopes()],
+                                                            layers=["group_interaction"]))},
         "memory": {"rss_start_mib": round(rss_start, 1),
                    "rss_end_mib": round(proc.memory_info().rss / 2**20, 1),
                    "peak_rss_mib": max([s["rss_mib"] for s in samples] + [round(rss_start, 1)])},
@@ -430,5 +443,10 @@ def main(args: argparse.Namespace, settings: Any) -> int:
           f"the end; " + (f"caught up {caught} s after posting stopped" if caught is not None
                           else "not caught up within the drain time") +
           f"; embedding backlog max {data['embedding']['max_backlog']}; peak RSS {data['memory']['peak_rss_mib']} MiB")
+    a = data["analysis"]
+    print(f"analysis: backlog max {a['max_backlog']}, {a['backlog_when_posting_stopped']} when posting stopped, "
+          + (f"drained {a['drained_after_posting_s']} s after" if a["drained_after_posting_s"] is not None
+             else f"{a['backlog_left']} left after the drain time")
+          + f"; {a['failed']} failed; {a['state_records']} group-state heads")
     print(f"written to {path} {plot_note}")
     return 0 if r["lost"] == 0 and r["duplicates"] == 0 else 1
