@@ -13,6 +13,7 @@ from bot.config import Settings
 from bot.replies import Reply
 from memory.catchup import subscriptions
 from memory.models import Message, ScopeKey
+from tests._fakes import KeywordActs
 
 KEY = ScopeKey("slack", "T1", "C1")
 RUN = datetime(2026, 1, 7, 9, 0, tzinfo=UTC).timestamp()  # a Wednesday, 09:00 UTC
@@ -62,10 +63,17 @@ def seed(bot: Bot) -> int:
                                         ("cy", "We decided the offsite is in Porto"),
                                         ("cy", "Ann, can you book the train?")])]
     bot.store.ingest(msgs, embed=False)
+    bot.analyse_pending(limit=None)
     sid = bot.store.scope_id(KEY)
     subscriptions.subscribe(bot.store, sid, "ann", "Ann")
     subscriptions.subscribe(bot.store, sid, "ben", "Ben")
     return sid
+
+
+def make_bot(cfg: Settings) -> Bot:
+    """A bot whose analysis labels acts by first words (tests/_fakes.py): these tests are about scheduling."""
+    labels = KeywordActs()
+    return Bot(cfg, load_models=False, analysis_models=(labels, labels))
 
 
 def scheduler(bot: Bot, deliverer: FakeDeliverer, at: float) -> DigestScheduler:
@@ -74,7 +82,7 @@ def scheduler(bot: Bot, deliverer: FakeDeliverer, at: float) -> DigestScheduler:
 
 @pytest.fixture
 def bot(tmp_path):
-    b = Bot(settings(tmp_path), load_models=False)
+    b = make_bot(settings(tmp_path))
     yield b
     b.close()
 
@@ -110,17 +118,17 @@ def test_members_with_nothing_new_are_skipped(bot):
 
 def test_restart_runs_the_missed_run_once(tmp_path):
     platform = Platform()
-    first = Bot(settings(tmp_path), load_models=False)
+    first = make_bot(settings(tmp_path))
     seed(first)
     first.close()  # down over 09:00
     for _ in range(2):  # two restarts after the run was due: one digest each, not two
-        b = Bot(settings(tmp_path), load_models=False)
+        b = make_bot(settings(tmp_path))
         try:
             scheduler(b, FakeDeliverer(platform), RUN + 3 * 3600).recover()
         finally:
             b.close()
     assert sorted(u for u, _ in platform.dms) == ["ann", "ben"]
-    late = Bot(settings(tmp_path, missed_grace_hours=1.0), load_models=False)
+    late = make_bot(settings(tmp_path, missed_grace_hours=1.0))
     try:  # beyond the grace period a missed run is not sent late; the next run covers it
         assert scheduler(late, FakeDeliverer(Platform()), RUN + 86400 + 5 * 3600).recover() == 0
     finally:
@@ -129,13 +137,13 @@ def test_restart_runs_the_missed_run_once(tmp_path):
 
 def test_no_duplicate_after_a_crash_between_send_and_record(tmp_path):
     platform = Platform()
-    b = Bot(settings(tmp_path), load_models=False)
+    b = make_bot(settings(tmp_path))
     seed(b)
     with pytest.raises(Crash):
         scheduler(b, FakeDeliverer(platform, crash_after_send=True), RUN + 600).recover()
     b.close()
     assert len(platform.dms) == 1  # ann's went out; the process died before recording it
-    b = Bot(settings(tmp_path), load_models=False)
+    b = make_bot(settings(tmp_path))
     try:
         again = FakeDeliverer(platform)
         scheduler(b, again, RUN + 700).recover()
@@ -147,12 +155,12 @@ def test_no_duplicate_after_a_crash_between_send_and_record(tmp_path):
 
 def test_a_crash_before_the_send_loses_nothing(tmp_path):
     platform = Platform()
-    b = Bot(settings(tmp_path), load_models=False)
+    b = make_bot(settings(tmp_path))
     seed(b)
     with pytest.raises(Crash):
         scheduler(b, FakeDeliverer(platform, crash_before_send=True), RUN + 600).recover()
     b.close()
-    b = Bot(settings(tmp_path), load_models=False)
+    b = make_bot(settings(tmp_path))
     try:
         scheduler(b, FakeDeliverer(platform), RUN + 700).recover()
         assert sorted(u for u, _ in platform.dms) == ["ann", "ben"]
@@ -172,7 +180,7 @@ def test_failed_deliveries_are_retried_logged_and_finally_given_up(bot, caplog):
         sched.retry_open()
     assert sorted(u for u, _ in platform.dms) == ["ann", "ben"]  # each exactly once
     assert sum("delivery failed" in r.getMessage() for r in caplog.records) == 3
-    dead = Bot(settings(_sub(bot), max_attempts=2), load_models=False)
+    dead = make_bot(settings(_sub(bot), max_attempts=2))
     try:
         seed(dead)
         down = FakeDeliverer(Platform(), fail=100)
