@@ -48,6 +48,22 @@ def answer_recall(reply: str, gold: str) -> float | None:
     return sum(1 for w in want if w in have) / len(want)
 
 
+_NOTHING_FROM = re.compile(r"^Nothing from (.+) on this\.$", re.M)
+
+
+def false_nothing_from(text: str, per_member: dict[str, list[str]] | None, ids_by_name: dict[str, str]) -> int:
+    """How many members a reply says nothing came from ("Nothing from X and Y on this.") although the gold
+    lists a message of theirs on it (our long sets' ``per_member``)."""
+    if not per_member:
+        return 0
+    bad = 0
+    for m in _NOTHING_FROM.finditer(text):
+        for name in re.split(r", | and ", m.group(1)):
+            pid = ids_by_name.get(name.strip().casefold())
+            bad += bool(pid is not None and per_member.get(pid))
+    return bad
+
+
 def unchecked_citations(ans: Answer, store: Store, scope_ids: list[int]) -> int:
     """Citation markers in the reply text not backed by a quoted line of a real message of these scopes.
 
@@ -115,7 +131,7 @@ class ReplyReport:
     def to_markdown(self) -> str:
         headers = ["policy", "n", "right", "answer recall", "cite-hit@1", "cite-hit@3", "search recall@3",
                    "declined (unanswerable)",
-                   "false declines", "model sentence shown", "unchecked citations", "p95 ms"]
+                   "false declines", "model sentence shown", "unchecked citations", "false 'Nothing from'", "p95 ms"]
         rows = []
         for p in self.policies:
             s = self.summary(p)
@@ -125,7 +141,8 @@ class ReplyReport:
                          _pct(s.get("cite_hit@1")), _pct(s.get("cite_hit@3")), _pct(s.get("search_recall@3")),
                          _pct(s.get("declined_unanswerable")),
                          _pct(s.get("false_decline")), _pct(s.get("generated_shown")),
-                         f"{sum(self.rows[p]['overall'].get('unchecked', [])):.0f}", s.get("p95_latency_ms", "-")])
+                         f"{sum(self.rows[p]['overall'].get('unchecked', [])):.0f}",
+                         f"{sum(self.rows[p]['overall'].get('false_nothing', [])):.0f}", s.get("p95_latency_ms", "-")])
         per_cat = []
         cats = sorted({c for p in self.rows.values() for c in p if c != "overall"}, key=_cat_key)
         for c in cats:
@@ -170,6 +187,7 @@ def evaluate_replies(dataset: str, *, data: str | Path | None, embedder: Embedde
         searcher = Searcher(store)
         answerer = Answerer(store, searcher, Records(store), llm, persona=persona,
                             decline_below=decline_below, models=models)
+        names = {m.author_name.casefold(): m.author_id for m in conv.messages}
         for q in conv.questions[: max_questions or None]:
             bar.update(1)
             report.questions += 1
@@ -193,7 +211,8 @@ def evaluate_replies(dataset: str, *, data: str | Path | None, embedder: Embedde
                     text, cited, declined = ans.text, ans.cited_messages, ans.abstained
                     extra = {"kind": ans.draft.kind if ans.draft else "", "strength":
                              round(ans.draft.strength, 4) if ans.draft else 0.0,
-                             "generated": ans.generated, "unchecked": unchecked_citations(ans, store, scope_ids)}
+                             "generated": ans.generated, "unchecked": unchecked_citations(ans, store, scope_ids),
+                             "false_nothing": false_nothing_from(text, q.extra.get("per_member"), names)}
                     if policy == "model":
                         extra["model_used"] = ans.model_used
                 latency = (time.perf_counter() - t) * 1000
@@ -214,6 +233,8 @@ def _score(report: ReplyReport, policy: str, q, text: str, cited: list[str], dec
     cat = q.category
     report.add(policy, cat, "latency_ms", latency)
     report.add(policy, cat, "unchecked", float(extra.get("unchecked", 0)))
+    if "false_nothing" in extra:
+        report.add(policy, cat, "false_nothing", float(extra["false_nothing"]))
     if q.adversarial:
         report.add(policy, cat, "declined_unanswerable", float(declined))
         report.add(policy, cat, "right", float(declined))

@@ -114,7 +114,7 @@ def _question(item: dict[str, Any], qi: int, conv_id: str, known: set[str],
         else:
             evidence.append(resolved)
     extra: dict[str, Any] = {k: item[k] for k in ("difficulty", "answer_format", "options", "correct_option",
-                                                  "temporal_anchors") if k in item}
+                                                  "temporal_anchors", "per_member") if k in item}
     extra["evidence_anchors"] = anchors
     return Question(id=str(item.get("id") or f"{conv_id}:q{qi}"), question=text,
                     answer=None if answer is None else str(answer), category=category,
