@@ -45,6 +45,27 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
         "vec_seq": "Order in which its vector was written (lets the in-memory vector mirror load only new ones).",
         "bot_traffic": "1 for messages addressed to the bot (mentions, commands): kept, but never evidence or "
                        "writer input.",
+        "analysed": "0 = waiting for the analysis pass, 1 = analysed (message_analysis), 2 = never (addressed to "
+                    "the bot), 3 = the analysis failed on it (see the log; `chorus analyse --retry-failed`).",
+    }),
+    "message_analysis": ("What the analysis pass read in each message at ingest: its named entities, what it does "
+                         "for the group, and the earlier message it changes, answers or confirms.", {
+        "message_id": "The message (messages.id).",
+        "scope_id": "Its channel (scopes.id).",
+        "version": "The act and link models that wrote the row.",
+        "entities": "JSON list of [text, label] pairs from spaCy's named-entity recogniser (DATE, TIME, MONEY, GPE, "
+                    "PERSON, ...).",
+        "has_reason": "1 when the message gives a reason (a because/since/due to clause).",
+        "has_place": "1 when it names a place in a phrase (at the hall, by the river).",
+        "act": "What it does for the group: decision, plan, change, rule, task, question, news or chatter.",
+        "act_score": "The act model's probability of that act.",
+        "act_probs": "JSON list of the probability of each act, in the order above.",
+        "owner": "Whom it binds: GROUP, the member who does a task, or the member a question is put to.",
+        "topic": "A short phrase naming what it is about.",
+        "link_kind": "changes, answers or confirms: how it points back at an earlier message.",
+        "link_to": "The earlier message (messages.id).",
+        "link_score": "The link model's probability of that link.",
+        "analysed_at": "When the row was written. " + _TIME,
     }),
     "people": ("The roster of each channel: who has spoken there, under which names.", {
         "scope_id": "The channel (scopes.id).",

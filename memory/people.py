@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from .models import StoredMessage
-from .store import Person
+from .store.rows import Person
 
 log = logging.getLogger(__name__)
 

@@ -31,6 +31,7 @@ from memory.records import NewRecord, Records
 from memory.records_sync import attach
 from memory.store import Store
 from memory.writer.writer import Writer, WriterConfig
+from tests._fakes import store_acts
 from tests.conftest import ROOT, msg
 
 pytest.importorskip("datasette", reason="Datasette is not installed (pip install 'chorus[inspect]')")
@@ -59,6 +60,7 @@ def build_store(path: Path) -> Path:
         ])
         records = Records(store)
         attach(store, records)
+        store_acts(store, {"3": "plan"})  # the analysis pass read message 3 as a plan: a GROUP record may rest on it
         writer = Writer(store, ScriptedLLM([
             _actions(_add("Alice", "Alice started a new job as a nurse at St Mary's hospital"),
                      _add("Bob", "Bob is looking for a job in graphic design"),

@@ -20,6 +20,7 @@ from memory.records import Records
 from memory.records_sync import attach
 from memory.store import Store
 from memory.writer.writer import Writer, WriterConfig
+from tests._fakes import ScriptedActs
 
 TEAM, OTHER_TEAM = "T0TEAM", "T0OTHER"
 ALICE, BOB = "U0ALICE", "U0BOB"
@@ -48,7 +49,9 @@ def add(owner: str, source: str, content: str, layer: str = "per_speaker_core", 
 def world(tmp_path, embedder):
     """Two people in two channels, a DM and another workspace, with Track 2 records written from it."""
     store = Store(tmp_path / "chorus.db", embedder=embedder)
-    bot = Bot(Settings(), store=store, load_models=False)
+    labels = ScriptedActs({"We agreed: the winter concert is on the first Friday of December": ("decision", "GROUP",
+                                                                                                  None)})
+    bot = Bot(Settings(), store=store, load_models=False, analysis_models=(labels, labels))
     records = Records(store)
     attach(store, records)
     acts = Actions(bot)
@@ -63,6 +66,7 @@ def world(tmp_path, embedder):
     ]:
         assert acts.remember(msg)
     store.embed_pending()  # the bot embeds in the background; a busy machine must not make this racy
+    bot.analyse_pending(limit=None)  # the analysis pass files Bob's decision as the group's state
     writer = Writer(store, ScriptedLLM([
         actions_json(add("Alice", "Alice", "Alice adopted a quokka named Zanzibar"),
                      add("Bob", "Bob", "Bob is learning the bassoon for the winter concert"),
@@ -73,7 +77,11 @@ def world(tmp_path, embedder):
         actions_json({"op": "NOOP"}), actions_json({"op": "NOOP"}),
     ]), config=WriterConfig(), records=records, clock=lambda: T0 + 10 * 86400)
     results = writer.run_pending(force=True)
-    assert sum(r.accepted for r in results) == 5, results
+    # Four person records from the writer; its GROUP proposal repeats the decision the state already holds.
+    assert sum(r.accepted for r in results) == 4, results
+    assert [r.content for r in records.heads([store.scope_id(ScopeKey("slack", TEAM, "C0GENERAL"))],
+                                             layers=["group_interaction"])] == [
+        "We agreed: the winter concert is on the first Friday of December"]
     yield store, bot, acts, tmp_path / "chorus.db"
     store.close()
 

@@ -13,6 +13,7 @@ from memory.llm.fake import ScriptedLLM
 from memory.records import Records
 from memory.records_sync import attach
 from memory.writer.writer import Writer, WriterConfig
+from tests._fakes import store_acts
 from tests.conftest import msg
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "socialmembench-reference" / "trajectories"
@@ -38,6 +39,7 @@ def written(tmp_path):
                   msg(3, "Decision: we meet at the lake on Sunday at 10", author="Alice")])
     records = Records(store)
     attach(store, records)
+    store_acts(store, {"3": "decision"})  # the analysis pass read message 3 as a decision: GROUP may rest on it
     out = json.dumps({"actions": [
         {"op": "ADD", "msg": 1, "owner": "Alice", "layer": "per_speaker_core", "utype": "fact"},
         {"op": "ADD", "msg": 2, "owner": "Bob", "layer": "per_speaker_profile", "utype": "fact"},
