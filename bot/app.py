@@ -159,8 +159,11 @@ class Bot:
             llm = self.llm
             if llm is None:
                 return None
+            config = writer_config(self.settings)
+            # The writer waits for the analysis of its window only while the analysis pass can run.
+            config.after_analysis = config.after_analysis and self.analysis is not None
             self._writer = Writer(self.store, llm, records=self.records, persona=persona_of(self.settings),
-                                  config=writer_config(self.settings))
+                                  config=config)
         return self._writer
 
     def read_only_writer(self) -> Writer:
@@ -212,15 +215,26 @@ class Bot:
             if self._embed_stop.is_set() or self.store.closed:
                 break
             try:  # one batch at a time, so closing never waits for a whole backlog
-                while not self._embed_stop.is_set():
-                    embedded = self.store.embed_pending(batch_size=64, limit=64) if self.store.embedder else 0
-                    analysed = self.analyse_pending(limit=64)
-                    if not embedded and not analysed:
-                        break
-            except ChorusError as exc:  # a background job is a boundary: log, retry on the next wake-up
-                log.error("backlog failed: %s", exc, exc_info=True)
-            except Exception:
+                while not self._embed_stop.is_set() and (self._embed_batch() + self._analysis_batch()):
+                    pass
+            except Exception:  # a background job is a boundary: log, retry on the next wake-up
                 log.exception("backlog crashed")
+
+    def _embed_batch(self) -> int:
+        if self.store.embedder is None:
+            return 0
+        try:
+            return self.store.embed_pending(batch_size=64, limit=64)
+        except ChorusError as exc:
+            log.error("embedding backlog failed: %s", exc, exc_info=True)
+            return 0
+
+    def _analysis_batch(self) -> int:
+        try:
+            return self.analyse_pending(limit=64)
+        except ChorusError as exc:
+            log.error("analysis backlog failed: %s", exc, exc_info=True)
+            return 0
 
     @property
     def analysis(self) -> AnalysisPass | None:
