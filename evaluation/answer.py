@@ -148,12 +148,13 @@ class ReplyReport:
         for c in cats:
             s = self.summary("evidence", c)
             if s:
-                per_cat.append([c, s.get("n", 0), _pct(s.get("answer_recall")), _pct(s.get("cite_hit@1")),
+                per_cat.append([c, s.get("n", 0), _pct(s.get("right")), _pct(s.get("answer_recall")),
+                                _pct(s.get("cite_hit@1")),
                                 _pct(s.get("cite_hit@3")), _pct(s.get("declined_unanswerable")),
                                 _pct(s.get("false_decline"))])
         return (f"### Replies on {self.dataset} ({self.questions} questions)\n\n" + markdown_table(headers, rows)
                 + "\n\nDefault (evidence) reply by category:\n\n"
-                + markdown_table(["category", "n", "answer recall", "cite-hit@1", "cite-hit@3",
+                + markdown_table(["category", "n", "right", "answer recall", "cite-hit@1", "cite-hit@3",
                                   "declined (unanswerable)", "false declines"], per_cat))
 
 
