@@ -3,7 +3,8 @@ and a few end-to-end answers with the configured model.
 
 The corpus is synthetic (one scope), with synthetic vectors and a handful of
 Track 2 records per speaker, so the question analysis, both tracks, composition, the reranker and
-the decline all run.
+the decline all run. The store is read by the analysis pass first (as the bot reads every message when
+it arrives), so the reply reads stored entities and runs no NER, as in a live channel.
 """
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
+from memory.analysis.runner import AnalysisPass
+from memory.analysis.shipped import shipped_models
 from memory.query.answer import Answerer
 from memory.records import NewRecord, Records
 from memory.search import Searcher
@@ -57,6 +62,8 @@ def main(args: argparse.Namespace, settings) -> int:
             fill_vectors(store, embedder.dim)
             records = Records(store)
             n_records = add_records(store, records)
+            with tqdm(total=size, desc=f"analyse {size}", unit="msg", file=sys.stderr) as bar:
+                AnalysisPass(store, records, *shipped_models()).run(batch_size=256, progress=bar.update)
             answerer = Answerer(store, Searcher(store), records, None,
                                 max_new_tokens=settings.answer.max_new_tokens)
             sid = [store.scopes()[0].id]
