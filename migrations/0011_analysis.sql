@@ -12,6 +12,8 @@ CREATE TABLE message_analysis (
     entities TEXT NOT NULL,          -- spaCy's named entities, JSON [[text, label], ...]
     has_reason INTEGER NOT NULL,
     has_place INTEGER NOT NULL,
+    chunks TEXT NOT NULL DEFAULT '[]',  -- noun phrases, JSON (what a topic is named from)
+    shape TEXT NOT NULL DEFAULT '[]',   -- marks of each sentence's main clause, JSON (read by the act model)
     act TEXT NOT NULL,               -- decision, plan, change, rule, task, question, news or chatter
     act_score REAL NOT NULL,
     act_probs TEXT NOT NULL,         -- JSON, one probability per act kind

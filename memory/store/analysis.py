@@ -22,13 +22,14 @@ from .rows import select_messages
 
 WAITING, DONE, NEVER, FAILED = 0, 1, 2, 3  # messages.analysed (3: the pass failed on it; logged)
 
-_COLUMNS = ("message_id, entities, has_reason, has_place, act, act_score, act_probs, owner, topic, link_kind, "
-            "link_to, link_score")
+_COLUMNS = ("message_id, entities, has_reason, has_place, chunks, shape, act, act_score, act_probs, owner, topic, "
+            "link_kind, link_to, link_score")
 
 
 def _row_to_analysis(row: Sequence) -> Analysis:
-    mid, ents, reason, place, act, score, probs, owner, topic, link_kind, link_to, link_score = row
-    parsed = Parsed(tuple(Entity(t, label) for t, label in json.loads(ents)), bool(reason), bool(place))
+    mid, ents, reason, place, chunks, shape, act, score, probs, owner, topic, link_kind, link_to, link_score = row
+    parsed = Parsed(tuple(Entity(t, label) for t, label in json.loads(ents)), bool(reason), bool(place),
+                    tuple(json.loads(chunks)), tuple(json.loads(shape)))
     link = Link(link_kind, int(link_to), float(link_score or 0.0)) if link_kind and link_to is not None else None
     return Analysis(int(mid), parsed, Act(act, float(score), tuple(json.loads(probs)), owner, topic or ""), link)
 
@@ -148,9 +149,11 @@ class AnalysisRows(StoreBase):
         now = time.time()
         conn.executemany(
             f"INSERT OR REPLACE INTO message_analysis({_COLUMNS}, scope_id, version, analysed_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(a.message_id, json.dumps([[e.text, e.label] for e in a.parsed.entities], ensure_ascii=False),
-              int(a.parsed.has_reason), int(a.parsed.has_place), a.act.kind, a.act.score,
+              int(a.parsed.has_reason), int(a.parsed.has_place),
+              json.dumps(list(a.parsed.chunks), ensure_ascii=False),
+              json.dumps(list(a.parsed.shape), ensure_ascii=False), a.act.kind, a.act.score,
               json.dumps([round(float(p), 5) for p in a.act.probs]), a.act.owner, a.act.topic,
               a.link.kind if a.link else None, a.link.target if a.link else None, a.link.score if a.link else None,
               current[a.message_id][0], version, now) for a in kept])
