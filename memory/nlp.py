@@ -50,11 +50,18 @@ class Entity:
 
 @dataclass(frozen=True)
 class Parsed:
-    """What one text holds: its entities and a few word-class facts the reply reads."""
+    """What one text holds: its entities and a few word-class facts the reply reads.
+
+    ``chunks`` and ``shape`` are read by the analysis pass (memory/analysis): the noun phrases a topic is
+    named from, and the grammatical shape of each sentence's main clause (an imperative, a modal, who
+    the subject is), which says what a message does for the group better than its words alone.
+    """
 
     entities: tuple[Entity, ...]
     has_reason: bool  # a causal clause: "because", "since", "so that", "due to"
     has_place: bool = False  # a locative phrase: "by the river", "at Ana's flat", "to the station"
+    chunks: tuple[str, ...] = ()  # noun phrases, lower-cased, without determiners: ("blue van", "quiz")
+    shape: tuple[str, ...] = ()  # main-clause marks: "root:VB", "aux:MD", "nsubj:we", "first:WRB", ...
 
     def kinds(self) -> set[str]:
         return {e.kind for e in self.entities}
@@ -90,7 +97,56 @@ def _parse_doc(doc: Any) -> Parsed:
         c.dep_ == "pobj" and c.pos_ in ("NOUN", "PROPN") and c.ent_type_ not in ("DATE", "TIME", "CARDINAL",
                                                                                 "MONEY", "QUANTITY", "PERCENT")
         for c in t.children) for t in doc)
-    return Parsed(ents, reason, place)
+    return Parsed(ents, reason, place, _chunks(doc), _shape(doc))
+
+
+# Words a noun phrase starts with that name no topic: determiners, possessives and numbers go, the rest stays.
+_CHUNK_DROP_TAGS = frozenset({"DT", "PRP$", "PDT", "WDT", "WP$", "CD", "POS"})
+_SUBJECTS = frozenset({"nsubj", "nsubjpass", "expl"})
+# The children of a clause's root that say how it is put: its subject, auxiliaries (modal or not), a
+# negation, a subordinating word. Marked by their tag (a pronoun subject by the word: its person).
+_SHAPE_DEPS = frozenset({"nsubj", "nsubjpass", "aux", "auxpass", "neg", "mark", "expl", "dobj", "prt", "ccomp",
+                         "xcomp", "advcl"})
+
+
+def _chunks(doc: Any) -> tuple[str, ...]:
+    """The noun phrases of ``doc`` (pronouns alone dropped), lower-cased, leading determiners stripped."""
+    out: list[str] = []
+    for c in doc.noun_chunks:
+        words = [t for t in c if not (t.tag_ in _CHUNK_DROP_TAGS and t.i < c.root.i)]
+        if not words or all(t.tag_ in ("PRP", "WP", "EX") for t in words):
+            continue
+        text = " ".join(t.lower_ for t in words).strip()
+        if text and text not in out:
+            out.append(text)
+    return tuple(out)
+
+
+def _shape(doc: Any) -> tuple[str, ...]:
+    """Marks of each sentence's main clause: the root's tag, its subject (a pronoun by its word), its
+    auxiliaries and negation, the first word's tag, and an auxiliary before the subject (a question's word
+    order). Features for a learned model, not rules."""
+    marks: dict[str, None] = {}
+    for sent in doc.sents:
+        root = sent.root
+        marks[f"root:{root.tag_}"] = None
+        first = next((t for t in sent if not t.is_punct and not t.is_space), None)
+        if first is not None:
+            marks[f"first:{first.tag_}"] = None
+        subject_at = None
+        for c in root.children:
+            if c.dep_ not in _SHAPE_DEPS:
+                continue
+            if c.dep_ in _SUBJECTS:
+                subject_at = c.i if subject_at is None else subject_at
+                marks[f"{c.dep_}:{c.lower_ if c.tag_ == 'PRP' else c.tag_}"] = None
+            else:
+                marks[f"{c.dep_}:{c.tag_}"] = None
+        if subject_at is None and root.tag_ == "VB":
+            marks["nosubj:VB"] = None  # a bare verb with no subject: an imperative ("bring the cables")
+        if subject_at is not None and any(c.dep_ == "aux" and c.i < subject_at for c in root.children):
+            marks["aux-before-subject"] = None
+    return tuple(marks)
 
 
 class _Cache:
