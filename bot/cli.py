@@ -74,6 +74,14 @@ EVAL: tuple[CliCommand, ...] = (
         Arg("--data", "SocialMemBench folder or file (default: the shared data's)"),
         Arg("--lodo", "choose the digest's constants on one set and score them on the other", type=bool),
         Arg("--out", default="out/eval"))),
+    Command("acts", "the analysis pass's act and link models on labelled chats, beside the old group-act classifier",
+            eval_commands.eval_acts, (
+        Arg("--data", "a labelled chat file or a folder of them (tests/data/longblind/README.md's format)",
+            required=True),
+        Arg("--acts", "act model file (default: the shipped memory/models/acts-v1.json)"),
+        Arg("--links", "link model file (default: the shipped memory/models/links-v1.json)"),
+        Arg("--no-old", "skip the old group-act classifier", type=bool),
+        Arg("--out", default="out/eval"))),
     Command("speaker-levenshtein", "compare the records of two stores (writer A vs B)",
             eval_commands.eval_speaker_levenshtein, (
         Arg("--pred", "store written by the writer under test", required=True),
@@ -126,6 +134,12 @@ TRAIN: tuple[CliCommand, ...] = (
             default="../shared/data/socialmembench-reference/trajectories"),
         Arg("--model", "model file to write", default="memory/models/groupacts-v1.json"),
         Arg("--holdout", "comma-separated network ids to leave out of the fit (for held-out writer runs)"),
+        Arg("--out", "folder for the validation report", default="out/train"))),
+    Command("acts", "fit the analysis pass's act and link models on the labelled training chats, report them "
+                    "leave-chats-out, write the model files", eval_commands.train_acts, (
+        Arg("--data", "labelled training chats (folder or file)", default="evaluation/data/train"),
+        Arg("--models", "folder the model files are written to", default="memory/models"),
+        Arg("--no-validation", "fit the shipped models only (no leave-chats-out report)", type=bool),
         Arg("--out", "folder for the validation report", default="out/train"))),
 )
 

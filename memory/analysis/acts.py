@@ -1,10 +1,11 @@
 """The act model: what each message does for the group (ActModel of memory/analysis/types.py).
 
-A multinomial logistic regression over the eight ACT_KINDS reads the features of
+A multinomial logistic regression over the eight ACT_KINDS (averaged with LightGBM trees over the same
+inputs less the vector, when the model file holds them) reads the features of
 memory/analysis/features.py: the message's MiniLM vector, its words and clause shape (a learned
 vocabulary), and dense measures of its place in the conversation and its closeness to earlier state
 acts. Trained by ``chorus train acts`` (evaluation/acts_train.py) on the labelled training chats; at
-run time only numpy reads the exported coefficients (memory/models/acts-v1.json).
+run time numpy reads the exported coefficients and LightGBM the trees (both in memory/models/acts-v1.json).
 
 State acts are rare (about one message in ten), so a message is filed as one when the summed
 probability of the five state kinds passes a threshold chosen by leave-chats-out validation, and then
@@ -48,10 +49,13 @@ class LinearActModel:
         scale = np.asarray(model["scale"], dtype=np.float32)
         self.scale = np.where(scale > 0, scale, 1.0)
         self.threshold = float(model["threshold"])
+        self.trees_weight = float(model.get("trees_weight") or 0.0)
+        self.trees = _booster(model["trees"]) if model.get("trees") else None
 
     def probabilities(self, turn: Turn, ctx: Context) -> np.ndarray:
         """P(kind) for each of ACT_KINDS."""
-        z = (act_features(turn, ctx) - self.mean) / self.scale
+        dense = act_features(turn, ctx)
+        z = (dense - self.mean) / self.scale
         logits = self.bias + self.w_dense @ z
         if self.w_vector.shape[1] and turn.vector is not None:
             logits = logits + self.w_vector @ turn.vector
@@ -60,7 +64,14 @@ class LinearActModel:
             logits = logits + self.w_tokens[rows].sum(axis=0)
         logits = logits - logits.max()
         p = np.exp(logits)
-        return p / p.sum()
+        p = p / p.sum()
+        if self.trees is not None:
+            row = np.zeros(len(ACT_FEATURES) + len(self.vocab), dtype=np.float32)
+            row[: len(ACT_FEATURES)] = dense
+            row[[len(ACT_FEATURES) + r for r in rows]] = 1.0
+            trees = np.asarray(self.trees.predict(row[None, :], num_threads=1), dtype=np.float32)[0]
+            p = (1.0 - self.trees_weight) * p + self.trees_weight * trees
+        return p
 
     def decide(self, p: np.ndarray) -> int:
         """The index of the kind filed: a state kind when their summed probability passes the threshold."""
@@ -84,6 +95,12 @@ class LinearActModel:
             out.append(a)
             ctx.push(t, a, None)
         return out
+
+
+def _booster(text: str):  # noqa: ANN202 - lightgbm is untyped
+    import lightgbm as lgb
+
+    return lgb.Booster(model_str=text)
 
 
 def load_act_model(path: str | Path = MODEL_PATH) -> LinearActModel:
