@@ -2,16 +2,18 @@
 
 Data: the 21 labelled long chats of evaluation/data/train (every turn has an act kind and its links).
 Each chat is read turn by turn through memory/analysis/features.py's Context, exactly as at ingest,
-with the gold acts and links of the earlier turns as its history (the models learn what a message
-does given what came before it). Owners and topics in that history come from the run-time functions,
-so that what the link model learns about them is what it will see.
+with the gold acts and links of the earlier turns as its history, and again with the acts and links
+that models fitted without it predicted (what ingest will give the models, mistakes included). Owners
+and topics in the gold history come from the run-time functions, so that what the link model learns
+about them is what it will see.
 
 Models:
-- acts: a multinomial logistic regression (scikit-learn to fit, numpy to run) over the message's
-  MiniLM vector and dense features (standardised) and its word features (binary; the vocabulary is
-  the tokens found in at least ``MIN_CHATS`` training chats, so no chat's own names or jargon count).
-  Classes are weighted against their frequency (``weights``) and the state-act threshold is chosen by
-  leave-chats-out validation inside the training chats.
+- acts: a multinomial logistic regression (scikit-learn to fit, numpy to run) over the message's dense
+  features (standardised) and its word features (binary; the vocabulary is the tokens found in at least
+  ``MIN_CHATS`` training chats, so no chat's own names or jargon count), averaged with LightGBM trees
+  over the same inputs (family "ensemble"). Classes are weighted against their frequency (``weights``)
+  and the state-act threshold is chosen by leave-chats-out validation inside the training chats. The
+  MiniLM vector itself can be read too (``vector``); held out it did not help (docs/analysis.md).
 - links: one logistic regression per link kind over pair features (memory/analysis/links.py).
 
 Validation is leave-chats-out: ``FOLDS`` folds by chat; each held-out chat is read by models fitted
@@ -20,7 +22,6 @@ without it (the threshold chosen without it too), streamed through the public pr
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -374,4 +375,4 @@ def report_markdown(report: dict) -> str:
                           rows) + f"\n\nread at {report['messages_per_second']} messages/s; options {report['options']}"
 
 
-__all__ = ["Options", "train", "validate", "read", "fit_acts", "fit_links", "report_markdown", "math"]
+__all__ = ["Options", "train", "validate", "read", "fit", "fit_acts", "fit_links", "report_markdown"]
