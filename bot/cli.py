@@ -72,6 +72,14 @@ EVAL: tuple[CliCommand, ...] = (
         Arg("--data", "SocialMemBench folder or file (default: the shared data's)"),
         Arg("--lodo", "choose the digest's constants on one set and score them on the other", type=bool),
         Arg("--out", default="out/eval"))),
+    Command("acts", "the analysis pass's act and link models on labelled chats, beside the old group-act classifier",
+            eval_commands.eval_acts, (
+        Arg("--data", "a labelled chat file or a folder of them (tests/data/longblind/README.md's format)",
+            required=True),
+        Arg("--acts", "act model file (default: the shipped memory/models/acts-v1.json)"),
+        Arg("--links", "link model file (default: the shipped memory/models/links-v1.json)"),
+        Arg("--no-old", "skip the old group-act classifier", type=bool),
+        Arg("--out", default="out/eval"))),
     Command("speaker-levenshtein", "compare the records of two stores (writer A vs B)",
             eval_commands.eval_speaker_levenshtein, (
         Arg("--pred", "store written by the writer under test", required=True),
@@ -117,7 +125,12 @@ TRAIN: tuple[CliCommand, ...] = (
         Arg("--models", "where the shipped models are written (default: memory/query/models)"),
         Arg("--no-locomo", "skip LoCoMo (held out only; it is never trained on)", type=bool),
         Arg("--limit", "only the first N conversations of each dataset (a quick check)", type=int))),
-
+    Command("acts", "fit the analysis pass's act and link models on the labelled training chats, report them "
+                    "leave-chats-out, write the model files", eval_commands.train_acts, (
+        Arg("--data", "labelled training chats (folder or file)", default="evaluation/data/train"),
+        Arg("--models", "folder the model files are written to", default="memory/models"),
+        Arg("--no-validation", "fit the shipped models only (no leave-chats-out report)", type=bool),
+        Arg("--out", "folder for the validation report", default="out/train"))),
 )
 
 CLI_COMMANDS: tuple[CliCommand, ...] = (

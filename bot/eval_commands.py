@@ -6,6 +6,7 @@ settings name, and write each report as JSON and Markdown (and a plot where ther
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from evaluation.plots import write_report_plot
@@ -63,6 +64,49 @@ def eval_writer(args: argparse.Namespace, settings: Settings) -> int:
                              config=config, persona=persona_of(settings),
                              limit_conversations=args.limit, store_dir=args.stores, reference=args.reference)
     return _emit(args, f"writer-{args.dataset}", report.to_json(), report.to_markdown())
+
+
+def train_acts(args: argparse.Namespace, settings: Settings) -> int:
+    """Fit the act and link models on the labelled training chats and write their files (memory/analysis)."""
+    from evaluation.acts_data import Inputs, load_chats
+    from evaluation.acts_train import Options, fit, read, report_markdown, train
+
+    chats = load_chats(args.data, Inputs(load_embedder_from(settings)))
+    print(f"{len(chats)} chats, {sum(len(c.turns) for c in chats)} messages", flush=True)
+    if args.no_validation:
+        act_model, link_model = fit([read(c) for c in chats], Options())
+        report = None
+    else:
+        act_model, link_model, report = train(chats, Options(), progress=lambda cid, f: print(
+            f"held out {cid}: act precision {f['precision']}, recall {f['recall']}", flush=True))
+    out = Path(args.models)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, model in (("acts-v1.json", act_model), ("links-v1.json", link_model)):
+        model["trained_on"] = [c.id for c in chats]
+        (out / name).write_text(json.dumps(model, separators=(",", ":")) + "\n", "utf-8")
+        print(f"model written to {out / name}")
+    return 0 if report is None else _emit(args, "acts", report, report_markdown(report))
+
+
+def eval_acts(args: argparse.Namespace, settings: Settings) -> int:
+    """Score the act and link models (and the old group-act classifier) on labelled chats."""
+    from evaluation.acts_data import Inputs, load_chats
+    from evaluation.acts_eval import analyse_old, evaluate, new_system, to_markdown
+    from memory.analysis.acts import MODEL_PATH as ACTS_PATH
+    from memory.analysis.acts import load_act_model
+    from memory.analysis.links import MODEL_PATH as LINKS_PATH
+    from memory.analysis.links import load_link_model
+
+    if not Path(args.data).exists():
+        raise ChorusError(f"{args.data} does not exist")
+    chats = load_chats(args.data, Inputs(load_embedder_from(settings)))
+    act_model, link_model = load_act_model(args.acts or ACTS_PATH), load_link_model(args.links or LINKS_PATH)
+    systems = {f"{act_model.version} + {link_model.version}": new_system(act_model, link_model)}
+    if not args.no_old:
+        systems["old group-act classifier"] = analyse_old
+    report = evaluate(chats, systems)
+    name = "acts-" + "".join(ch if ch.isalnum() else "-" for ch in Path(args.data).stem)
+    return _emit(args, name, report, to_markdown(report))
 
 
 def eval_answer(args: argparse.Namespace, settings: Settings) -> int:

@@ -63,7 +63,7 @@ class ScriptedActs:
             out.append(Act(kind, 0.9, probs, owner, "" if kind == "chatter" else t.message.text.split()[0]))
         return out
 
-    def links(self, turns, acts, history):
+    def links(self, turns, acts, history, people=None):
         from memory.analysis.types import Link
 
         seen = {t.message.text: t.message.id for t in (*history.acts, *history.recent)}
@@ -115,7 +115,7 @@ class KeywordActs(ScriptedActs):
             out.append(Act(kind, 0.9, probs, owner, "" if kind == "chatter" else "topic"))
         return out
 
-    def links(self, turns, acts, history):
+    def links(self, turns, acts, history, people=None):
         from memory.analysis.types import STATE_ACTS, Link
         from memory.query.support import content_stems
 

@@ -22,12 +22,13 @@ from ..nlp import Parsed, parse_many
 from ..people import People
 from ..records import Records
 from ..store import Store
+from .features import ACTS, RECENT
 from .types import ACT_KINDS, LINK_KINDS, STATE_ACTS, Act, ActModel, Analysis, History, Link, LinkModel, Turn
 
 log = logging.getLogger(__name__)
 
-RECENT_TURNS = 20     # turns before a batch that the models read as its recent context
-EARLIER_ACTS = 120    # earlier state acts of the scope a change may point back to
+RECENT_TURNS = RECENT  # turns before a batch that the models read as its recent context
+EARLIER_ACTS = ACTS    # earlier state acts of the scope a change may point back to
 BATCH = 64
 _NO_PARSE = Parsed((), False, False)
 
@@ -97,9 +98,10 @@ class AnalysisPass:
         turns = [turn(m, p) for m, p in zip(batch, parsed)]
         history = History([turn(m) for m in recent], [turn(m) for m in earlier])
         roster = self.store.roster(scope)
+        people = People(roster)
         try:
-            acts = self.acts.acts(turns, history, People(roster))
-            links = self.links.links(turns, acts, history)
+            acts = self.acts.acts(turns, history, people)
+            links = self.links.links(turns, acts, history, people)
         except ChorusError:
             raise
         except Exception as exc:

@@ -102,8 +102,10 @@ class LinkModel(Protocol):
     """Finds, for each new message, the earlier message it changes, answers or confirms (or None).
 
     A new message may link to an earlier message of the same batch as well as to one of ``history``.
+    ``people`` is the scope's roster (members' names and aliases: who a message names).
     """
 
     version: str
 
-    def links(self, turns: Sequence[Turn], acts: Sequence[Act], history: History) -> list[Link | None]: ...
+    def links(self, turns: Sequence[Turn], acts: Sequence[Act], history: History,
+              people: People | None = None) -> list[Link | None]: ...
