@@ -57,6 +57,9 @@ TABLES: dict[str, tuple[str, dict[str, str]]] = {
                     "PERSON, ...).",
         "has_reason": "1 when the message gives a reason (a because/since/due to clause).",
         "has_place": "1 when it names a place in a phrase (at the hall, by the river).",
+        "chunks": "JSON list of the message's noun phrases (spaCy), which the act model reads.",
+        "shape": "JSON list of marks on each sentence's main clause (verb tag, modal, subject); the act model "
+                 "reads them.",
         "act": "What it does for the group: decision, plan, change, rule, task, question, news or chatter.",
         "act_score": "The act model's probability of that act.",
         "act_probs": "JSON list of the probability of each act, in the order above.",

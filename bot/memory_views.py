@@ -20,7 +20,8 @@ from memory.topic import topic_material, waiting_count, watermarks
 from .replies import Citation, Reply, cut_for_chat
 
 MAX_LINES = 15  # lines per section: a chat reply, not an export
-UTYPE_WORDS = {"decision": "decision", "stance": "view", "relation": "relation"}
+UTYPE_WORDS = {"decision": "decision", "plan": "plan", "task": "task", "norm": "rule", "stance": "view",
+               "relation": "relation"}
 LAYER_WORDS = {"group_insight": "rule or habit"}
 
 
@@ -131,7 +132,8 @@ def profile_reply(store: Store, records: Records, scope_ids: list[int], roster: 
     """A person's records (their own, what others said about them, group records they voiced), cited."""
     names = {p.person_id: p.display_name for p in roster}
     name = names.get(pid, pid)
-    own = records.heads(scope_ids, owners=[pid], layers=list(PERSON_LAYERS))
+    # Their own records, and the group's tasks they are to do (the group state files a task under its doer).
+    own = records.heads(scope_ids, owners=[pid], layers=[*PERSON_LAYERS, *GROUP_LAYERS])
     voiced = [r for r in records.heads(scope_ids, owners=[GROUP], layers=list(GROUP_LAYERS)) if r.source == pid]
     full = records.get([r.id for r in own + voiced], with_sources=True)
     by_self = sorted((r for r in full if r.owner == pid and r.source == pid), key=lambda r: (r.ts, r.id))

@@ -1,5 +1,8 @@
 """`/catchup` on every surface, from recorded payloads: an ephemeral reply on Slack, an ephemeral
-follow-up on Discord (deferred, as slow work is), the console; DMs on request; mentions kept private."""
+follow-up on Discord (deferred, as slow work is), the console; DMs on request; mentions kept private.
+
+The surfaces are under test here, not the act model: the analysis labels acts by their first words
+(tests/_fakes.py). tests/test_acts.py is about the shipped model."""
 from __future__ import annotations
 
 import io
@@ -10,6 +13,7 @@ import pytest
 from adapters.console import ConsoleChat
 from bot.app import Bot
 from bot.config import Settings
+from tests._fakes import KeywordActs
 from tests.test_discord_adapter import ALICE, BOB, DM_CHANNEL, Harness, opt, run, until
 from tests.test_slack_adapter import GENERAL, TEAM
 from tests.test_slack_adapter import Harness as SlackHarness
@@ -20,7 +24,8 @@ SNOW = 300_000_000_000 << 22  # a Discord snowflake of 2024 (ms since 2015, shif
 
 @pytest.fixture
 def sl(tmp_path):
-    harness = SlackHarness(tmp_path)
+    labels = KeywordActs()
+    harness = SlackHarness(tmp_path, analysis_models=(labels, labels))
     yield harness
     harness.close()
 
@@ -59,7 +64,7 @@ def test_slack_catchup_dm_and_a_private_mention(sl):
 
 def test_discord_catchup_is_an_ephemeral_follow_up(tmp_path, monkeypatch):
     async def go() -> None:
-        async with Harness(tmp_path, monkeypatch, defer_after_s=0.05) as h:
+        async with Harness(tmp_path, monkeypatch, analysis_models=(KeywordActs(),) * 2, defer_after_s=0.05) as h:
             # discord.py dates a message by its snowflake id: ids a second apart.
             await h.say(SNOW + (1 << 32), "see you all in a week")
             await h.say(SNOW + (2 << 32), DECISION, author=BOB)
@@ -87,7 +92,9 @@ def test_discord_catchup_is_an_ephemeral_follow_up(tmp_path, monkeypatch):
 
 
 def test_console_catchup(tmp_path):
-    bot = Bot(Settings.model_validate({"store": {"path": str(tmp_path / "c.db")}}), load_models=False)
+    labels = KeywordActs()
+    bot = Bot(Settings.model_validate({"store": {"path": str(tmp_path / "c.db")}}), load_models=False,
+              analysis_models=(labels, labels))
     try:
         out = io.StringIO()
         chat = ConsoleChat(bot, io.StringIO(), out)

@@ -180,8 +180,10 @@ async def until(cond: Callable[[], Any], timeout: float = 15.0) -> Any:
 
 
 class Harness:
-    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **adapter_kw: Any) -> None:
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, analysis_models: Any = None,
+                 **adapter_kw: Any) -> None:
         self.tmp_path, self.monkeypatch, self.adapter_kw = tmp_path, monkeypatch, adapter_kw
+        self.analysis_models = analysis_models
         self._seq = 0
 
     async def __aenter__(self) -> Harness:
@@ -189,7 +191,7 @@ class Harness:
         await self.api.start()
         self.monkeypatch.setattr(discord.http.Route, "BASE", self.api.base)
         self.store = Store(self.tmp_path / "chorus.db")
-        self.bot = Bot(Settings(), store=self.store, load_models=False)
+        self.bot = Bot(Settings(), store=self.store, load_models=False, analysis_models=self.analysis_models)
         self.actions = Actions(self.bot)
         self.adapter = DiscordAdapter(self.actions, **{"backfill_on_join": False, **self.adapter_kw})
         await self.adapter.client.login("discord-test-token")

@@ -146,10 +146,10 @@ def until(cond: Callable[[], Any], timeout: float = 15.0) -> Any:
 
 
 class Harness:
-    def __init__(self, tmp_path: Path, llm: Any = None) -> None:
+    def __init__(self, tmp_path: Path, llm: Any = None, analysis_models: Any = None) -> None:
         self.api = MockSlackAPI()
         self.store = Store(tmp_path / "chorus.db")
-        self.bot = Bot(Settings(), store=self.store, llm=llm, load_models=False)
+        self.bot = Bot(Settings(), store=self.store, llm=llm, load_models=False, analysis_models=analysis_models)
         self.actions = Actions(self.bot)
         self.client = WebClient(token="xoxb-test-token", base_url=f"{self.api.base}/api/")
         self.sleeps: list[float] = []

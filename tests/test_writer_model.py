@@ -71,16 +71,20 @@ def test_real_model_cannot_be_steered_by_chat(tmp_path, llm):
     store.close()
 
 
-def test_real_model_files_the_demo_chat_right(tmp_path, llm):
-    """The demo chat through the shipped model (extractive, as configured for it) and the cue proposer."""
+def test_real_model_files_the_demo_chat_right(tmp_path, llm, embedder):
+    """The demo chat through the shipped analysis models and writer model (extractive, as configured for it)
+    and the cue proposer, in the bot's order: the analysis pass files the group's state first."""
+    from memory.analysis.runner import AnalysisPass
+    from memory.analysis.shipped import shipped_models
     from memory.records import GROUP
     from memory.writer.insights import Persona
 
     [conv] = load_dataset("jsonl", Path(__file__).resolve().parents[1] / "bot" / "demo" / "demo.jsonl")
-    store = Store(tmp_path / "demo.db")
-    store.ingest(conv.messages)
+    store = Store(tmp_path / "demo.db", embedder=embedder)
+    store.ingest(conv.messages, embed=True)
     records = Records(store)
     attach(store, records)
+    AnalysisPass(store, records, *shipped_models()).run()
     writer = Writer(store, llm, config=WriterConfig(extractive=True, max_new_tokens=700), records=records,
                     persona=Persona("Chorus", "the team's memory", "warm", "plans and who does what"),
                     clock=lambda: 2_000_000_000.0)

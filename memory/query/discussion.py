@@ -26,6 +26,7 @@ SHORT_ANSWER_CHARS = 80  # an answer in the run after an on-topic question may n
 ANSWER_TURNS = 4     # ... within this many turns of the question, in the same session, no off-topic turn between
 STRUCTURE = 0.6      # how sure a reply to, or a stored answer or agreement link to, an on-topic message is
 ANSWER = 0.5         # how sure a short answer in an on-topic run is
+DIRECT = 1.0         # added to a message's own on-topic score, so its own words rank above STRUCTURE and ANSWER
 
 
 @dataclass
@@ -66,7 +67,8 @@ def on_topic(msgs: Sequence[StoredMessage], direct: Callable[[StoredMessage], fl
              links: dict[int, int]) -> dict[int, float]:
     """Message id -> how surely it is about the topic (0 when it is not).
 
-    ``direct`` scores a message by its own words and meaning (above 0 only at or over the floors); ``links``
+    ``direct`` scores a message by its own words and meaning (above 0 only at or over the floors; such a message
+    scores ``DIRECT`` + that, above every structural score); ``links``
     maps a message id to the earlier message the analysis pass says it answers or confirms. Structure carries
     the topic forward in time order: a reply to, an answer to or an agreement with an on-topic message is on
     it, and so is a short answer in an unbroken run of on-topic turns after an on-topic question.
@@ -76,7 +78,8 @@ def on_topic(msgs: Sequence[StoredMessage], direct: Callable[[StoredMessage], fl
     run: dict[tuple[int, int], StoredMessage | None] = {}  # per session: the open on-topic question, if any
     for m in msgs:
         where = (m.scope_id, m.session)
-        s = direct(m)
+        own = direct(m)
+        s = DIRECT + own if own > 0 else 0.0  # a message on the topic in its own words beats any structural guess
         parent = by_msg_id.get((m.scope_id, m.reply_to or ""))
         if parent is not None and score.get(parent.id, 0.0) > 0:
             s = max(s, STRUCTURE)

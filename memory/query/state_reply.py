@@ -57,15 +57,14 @@ class StateReader:
 
     def draft(self, era: str, chain: list[Record], stems: Sequence[str], strength: float,
               exclude: frozenset[int] = frozenset()) -> ReplyDraft | None:
-        """The reply from a chain, read at the end ``era`` asks for; None when its messages are gone."""
+        """The reply from a chain, read at the end ``era`` asks for; None when its messages are gone or it never
+        changed (then there is no end to choose)."""
         messages = self._messages(chain, exclude)
         nodes = [(n, m) for n in chain if (m := node_message(n, messages)) is not None]
         if not nodes:
             return None
         if len(nodes) == 1:
-            (_, only), = nodes
-            return ReplyDraft("Here's what the chat says:", self.builder.quotes([only], stems), False, "state",
-                              strength)
+            return None  # nothing changed: the evidence reply, which quotes more than one message, stands
         if era == "earlier":
             later = nodes[1:]
             tail = later if len(later) <= MAX_EARLIER else [*later[:MAX_EARLIER - 1], later[-1]]
