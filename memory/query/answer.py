@@ -227,7 +227,7 @@ class Answerer:
             # The answer rests on a plan or decision that changed: read the end of its history that was asked.
             chain = self.states.chain_of(ranking)
             era = q.era if q.era != "now" or not q.change else "history"
-            state = self.states.draft(era, chain, q.stems, ranking.p_answer, exclude) if chain else None
+            state = self.states.draft(era, chain, q.stems, ranking.p_answer, exclude, ranking) if chain else None
             if state is not None:
                 draft = state
         draft.notes.append(f"p(answer) {ranking.p_answer:.3f} (threshold {self.decline_below:.3f}); "

@@ -33,6 +33,22 @@ def node_message(node: Record, messages: dict[int, StoredMessage]) -> StoredMess
     return same[0] if same else max(live, key=lambda m: (m.ts, m.id))
 
 
+def asked_end_on_topic(ranking: Ranking, message: StoredMessage, neighbour: StoredMessage | None) -> bool:
+    """Whether the message a chain reply would lead with is one of the ranked candidates and either about the
+    question by its own words or meaning, or said right after the chain's node next to it (the turns before it,
+    or the message it replies to: "fine, 21st at 8 it is" two turns after "quiz moved to the 21st"). A wrong
+    link must not put an unrelated message above the evidence."""
+    for i in ranking.order:
+        c = ranking.cands[i]
+        if c.message.id != message.id:
+            continue
+        if ranking.on_topic(i):
+            return True
+        near = {p.id for p in c.prev} | ({c.parent.id} if c.parent is not None else set())
+        return neighbour is not None and neighbour.id in near
+    return False
+
+
 class StateReader:
     """Reads chains and heads of the group state for the reply."""
 
@@ -56,7 +72,7 @@ class StateReader:
         return None
 
     def draft(self, era: str, chain: list[Record], stems: Sequence[str], strength: float,
-              exclude: frozenset[int] = frozenset()) -> ReplyDraft | None:
+              exclude: frozenset[int] = frozenset(), ranking: Ranking | None = None) -> ReplyDraft | None:
         """The reply from a chain, read at the end ``era`` asks for; None when its messages are gone or it never
         changed (then there is no end to choose)."""
         messages = self._messages(chain, exclude)
@@ -65,6 +81,9 @@ class StateReader:
             return None
         if len(nodes) == 1:
             return None  # nothing changed: the evidence reply, which quotes more than one message, stands
+        end, beside = (nodes[0][1], nodes[1][1]) if era == "earlier" else (nodes[-1][1], nodes[-2][1])
+        if ranking is not None and not asked_end_on_topic(ranking, end, beside):
+            return None  # a chain is only as good as its links: the message it would lead with must be on topic
         if era == "earlier":
             later = nodes[1:]
             tail = later if len(later) <= MAX_EARLIER else [*later[:MAX_EARLIER - 1], later[-1]]
