@@ -5,7 +5,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.datasets import load_dataset
 from memory.llm.fake import ScriptedLLM
 from memory.models import ScopeKey
 from memory.query.answer import Answerer
@@ -14,6 +13,7 @@ from memory.question import ALL, analyse
 from memory.records import GROUP, NewRecord, Records
 from memory.search import Searcher
 from memory.store import Person
+from tests._shared import real_dataset
 from tests.conftest import msg
 
 ROSTER = [Person(1, "u1", "Maya", ["May"], 5, 0, 0), Person(1, "u2", "Leo Park", [], 3, 0, 0),
@@ -146,7 +146,7 @@ def seed_records(store, records):
 
 
 def test_per_person_question_has_a_row_for_every_member(tmp_path, embedder):
-    conv = next(c for c in load_dataset("socialmem") if len(c.speakers) == 5)
+    conv = next(c for c in real_dataset("socialmem") if len(c.speakers) == 5)
     from memory.store import Store
 
     store = Store(tmp_path / "s.db", embedder=embedder)

@@ -15,6 +15,7 @@ from memory.records_sync import attach
 from memory.store import Store
 from memory.writer.grounding import steering_reason
 from memory.writer.writer import Writer, WriterConfig
+from tests._shared import real_dataset
 
 pytestmark = pytest.mark.model
 CORPUS = Path(__file__).with_name("data") / "writer_injection_chat.jsonl"
@@ -39,7 +40,7 @@ def run_writer(store: Store, llm, windows: int) -> list:
 
 
 def test_real_model_windows_parse_and_records_reverify(tmp_path, llm, embedder):
-    conv = load_dataset("socialmem")[0]
+    conv = real_dataset("socialmem")[0]
     store = Store(tmp_path / "w.db", embedder=embedder)
     store.ingest(conv.messages)
     results = run_writer(store, llm, 2)
