@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from memory import privacy
 from memory.catchup import subscriptions
-from memory.catchup.intent import catchup_request
 from memory.errors import ChorusError
 from memory.models import Message, ScopeKey
 
@@ -130,11 +129,13 @@ class Actions:
 
     # ------------------------------------------------------------------ questions
     def ask(self, inv: Invoker, question: str, *, asked_in: Message | None = None) -> Reply:
-        since = catchup_request(question)
-        if since is not None:  # "what did I miss?", "catch me up since Monday": a digest, not an answer
-            return self.catchup(inv, "", since, asked_in=asked_in)
+        """A question from any surface (a mention, /ask, `chorus ask`): analysed once, then answered or,
+        for "what did I miss?" / "catch me up since Monday", the asker's catch-up digest."""
+        q = self.bot.question(inv.key, question, asked_in=asked_in, asker_id=inv.user_id)
+        if q.catchup is not None:
+            return self.catchup(inv, "", q.catchup, asked_in=asked_in)
         log.info("ask in %s", inv.describe())
-        return self.bot.ask(inv.key, question, asked_in=asked_in)
+        return self.bot.ask(inv.key, q, asked_in=asked_in)
 
     def catchup(self, inv: Invoker, mode: str = "", since: str = "", *, asked_in: Message | None = None) -> Reply:
         """The asker's digest: private by default, to their DMs with ``dm``, to the channel for an admin.

@@ -21,6 +21,7 @@ from memory.llm.base import LLM, Completion, Options
 from memory.models import Message, ScopeKey, clean_text
 from memory.query.answer import Answerer, PersonaVoice
 from memory.query.compose import Budgets
+from memory.question import Question
 from memory.records import GROUP, Records
 from memory.records_sync import attach
 from memory.search import Searcher
@@ -270,17 +271,27 @@ class Bot:
             return 0
         return self.store.embed_pending(batch_size=64, limit=limit, scope_ids=scope_ids, newest_first=True)
 
-    def ask(self, key: ScopeKey, question: str, *, asked_in: Message | None = None) -> Reply:
+    def question(self, key: ScopeKey, text: str, *, asked_in: Message | None = None,
+                 asker_id: str | None = None) -> Question:
+        """The one analysis of a question asked in this scope (its people, kind, era, catch-up intent), which
+        every later step reads: ``Actions.ask`` routes on it, ``ask`` answers it. The asker is
+        ``asker_id``, else the author of ``asked_in``."""
+        text = clean_text(text).strip()  # text from a platform may hold NULs or lone surrogates
+        return self.answerer().analyse(self.scope_ids(key), text, asked_at=asked_in.ts if asked_in else None,
+                                       asker_id=asker_id or (asked_in.author_id if asked_in else None))
+
+    def ask(self, key: ScopeKey, question: Question | str, *, asked_in: Message | None = None) -> Reply:
         """Answer a question from this scope's memory, citing the messages used.
 
-        ``asked_in`` is the chat message that carried the question; it is never its own evidence.
+        ``question`` is the ``Question`` from ``question`` (text is analysed here the same way); ``asked_in``
+        is the chat message that carried it, never its own evidence.
         """
-        question = clean_text(question).strip()  # text from a platform may hold NULs or lone surrogates
-        if not question:
+        if not (question.text if isinstance(question, Question) else clean_text(question)).strip():
             return Reply("Ask me something about this channel, e.g. `@chorus what did we decide about Friday?`")
         scope_ids = self.scope_ids(key)
         if not scope_ids:
             return Reply("I don't have any memory of this channel yet.")
+        q = question if isinstance(question, Question) else self.question(key, question, asked_in=asked_in)
         try:
             self.flush_embeddings(scope_ids)
         except EmbeddingError as exc:  # words still find every message; the backlog retries later
@@ -295,9 +306,7 @@ class Bot:
             stored = self.store.find(ScopeKey.of(asked_in), asked_in.msg_id)
             if stored is not None:
                 exclude.add(stored.id)
-        result = self.answerer().answer(scope_ids, question, exclude=frozenset(exclude),
-                                        asker_id=asked_in.author_id if asked_in else None,
-                                        asked_at=asked_in.ts if asked_in else None)
+        result = self.answerer().answer(scope_ids, q, exclude=frozenset(exclude))
         # The reply text already quotes each cited message; citations carry the links adapters render.
         citations = [Citation(q.n, q.message.id, q.message.platform, q.message.workspace, q.message.channel,
                               q.message.msg_id, q.message.author_name, q.message.ts, q.quote)

@@ -147,7 +147,9 @@ CLI_COMMANDS: tuple[CliCommand, ...] = (
         Arg("--retry-failed", "first put back the messages the analysis could not read", type=bool),)),
     Command("reindex", "re-embed everything with the configured embedder (after changing it)", commands.reindex, (
         Arg("--force", "re-embed even if the store already uses this embedder", type=bool),)),
-    Command("ask", "ask the bot a question about one channel", commands.ask, (Arg("question", required=True), SCOPE)),
+    Command("ask", "ask the bot a question about one channel, as a mention would", commands.ask, (
+        Arg("question", required=True), SCOPE,
+        Arg("--member", "ask as this member's platform user id (their 'I' and 'me', their catch-up)"))),
     Command("catchup", "what one member missed in one channel: a cited digest", commands.catchup, (
         SCOPE, Arg("--member", "the member's platform user id", required=True),
         Arg("--since", "since when: yesterday, Monday, 2026-03-02, 3d (default: the member's last message)"),

@@ -171,11 +171,19 @@ def chosen_scope(bot: Bot, scope: str | None) -> ScopeKey | None:
 
 
 def ask(args: argparse.Namespace, settings: Settings) -> int:
+    """The reply a mention with the same text gets: the same command path (``Actions.ask``), asked by
+    ``--member`` (their "I" and "me", their catch-up) or by the operator."""
+    from .actions import Actions, Invoker
+
     with Bot(settings) as bot:
         key = chosen_scope(bot, args.scope)
         if key is None:
             return 2
-        print(bot.ask(key, args.question).text)
+        member = args.member or ""
+        name = next((p.display_name for sid in bot.scope_ids(key) for p in bot.store.roster(sid)
+                     if p.person_id == member), member)
+        print(Actions(bot).ask(Invoker(key, member or "operator", name, is_admin=True,
+                                       channel_name=key.channel), args.question).text)
     return 0
 
 

@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Literal
 
 from . import nlp
+from .catchup.intent import catchup_request
 from .ftsquery import stem, terms
 from .models import GROUP
 from .people import People
@@ -133,6 +134,7 @@ class Question:
     stems: list[str] = field(default_factory=list)  # what the question is about: content stems, no names
     issue: str = ""  # the topic words as text (records search)
     dense_text: str = ""  # the question without names, for closeness in meaning
+    catchup: str | None = None  # a catch-up request ("what did I miss?"): its start ('' = default), else None
     reasons: list[str] = field(default_factory=list)
 
     @property
@@ -257,7 +259,7 @@ def analyse(text: str, roster: Sequence[Person], *, asked_at: float, asker_id: s
     whether a name the question gives that is no member's is someone the chat mentions or a stranger.
     """
     text = text[:MAX_QUESTION_CHARS]
-    q = Question(text=text, asked_at=asked_at)
+    q = Question(text=text, asked_at=asked_at, catchup=catchup_request(text))
     people = People(roster)
     doc = nlp.doc(text)
     # A name inside a longer date ("8 May, 2023") is the date, not the member called May.

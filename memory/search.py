@@ -278,16 +278,18 @@ class Searcher:
         msgs = {m.id: m for m in self.store.messages(list(found.values()))}
         return {a: msgs[mid] for a, mid in found.items() if mid in msgs}
 
-    def search(self, scope_ids: list[int], text: str, *, k: int = 10, mode: Mode = "hybrid",
+    def search(self, scope_ids: list[int], query: str | Question, *, k: int = 10, mode: Mode = "hybrid",
                pool: int | None = None, exclude: set[int] | frozenset[int] = frozenset(),
-               asked_at: float | None = None, params: FusionParams | None = None,
-               question: Question | None = None) -> list[SearchHit]:
-        """Top-``k`` messages for ``text`` from a recall pool of ``pool`` per retriever.
+               asked_at: float | None = None, params: FusionParams | None = None) -> list[SearchHit]:
+        """Top-``k`` messages for ``query`` from a recall pool of ``pool`` per retriever.
 
+        ``query`` is the reply's ``Question`` (its text, its time and its chat signals), or plain words for
+        callers without one (the reader's tools, /timeline, retrieval benchmarks), which search analyses itself;
         ``exclude`` drops message ids (e.g. the question being answered) before the cut;
-        ``asked_at`` resolves relative dates in the question ("last week"), now by default;
-        ``question`` is the reply's analysis of ``text``, when it has one (else search analyses it).
+        ``asked_at`` resolves relative dates in plain words ("last week"), now by default.
         """
+        question = query if isinstance(query, Question) else None
+        text = query.text if isinstance(query, Question) else query
         if mode not in ("hybrid", "bm25", "dense"):
             raise InputError(f"unknown search mode {mode!r}; use hybrid, bm25 or dense")
         p = params or self.params

@@ -146,3 +146,24 @@ def test_backfill_refused_in_an_opted_out_channel(actions):
     admin = Invoker(KEY, "u2", "Bo", is_admin=True)
     actions.channel_opt(admin, False)
     assert "opted out" in actions.backfill(admin).text and calls == []
+
+
+def test_chorus_ask_and_a_mention_give_the_same_reply(tmp_path, capsys):
+    """One command path: `chorus ask` goes through Actions.ask as a mention does, so the same text gets the
+    same reply, and a catch-up request is a catch-up on both."""
+    from bot.actions import Actions, Invoker
+    from bot.app import Bot
+    from bot.config import load_settings
+    from memory.models import ScopeKey
+
+    cfg = _store_with(tmp_path, ["C1"])
+    key = ScopeKey("slack", "T1", "C1")
+    got = {}
+    for text in ("when is the picnic?", "what did I miss?"):
+        assert cli.main(["--config", str(cfg), "ask", "--member", "u1", text]) == 0
+        got[text] = capsys.readouterr().out.strip()
+        with Bot(load_settings(cfg)) as bot:
+            mention = Actions(bot).ask(Invoker(key, "u1", "Ann", is_admin=True, channel_name="C1"), text).text
+        assert got[text] == mention.strip(), (text, got[text], mention)
+    assert "the picnic is on Friday in C1" in got["when is the picnic?"]
+    assert got["what did I miss?"].startswith("Nothing new for you in #C1"), got["what did I miss?"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -11,9 +12,15 @@ from memory.llm.fake import ScriptedLLM
 from memory.models import ScopeKey
 from memory.query.reader import Reader, ReaderConfig
 from memory.query.reader_tools import call_schema
+from memory.question import Question
 from memory.records import NewRecord, Records
 from memory.search import Searcher
 from tests.conftest import msg
+
+
+def asked(text: str, stems: list[str] | None = None) -> Question:
+    """The Question the reader is handed (the reply's analysis; here only its words, time and topic stems)."""
+    return Question(text=text, asked_at=time.time(), stems=stems or [])
 
 
 def call(tool: str, **args) -> str:
@@ -60,7 +67,7 @@ def test_search_then_answer_cites_what_the_tool_showed(chat_store):
         call("search_evidence", query="spare amplifier", k=3),
         lambda p: call("answer", text="Ann has it in her garage.", cite=ids_in(p, "Ann") + [999]),
     ])
-    result = reader.read([sid], "Who has the spare amplifier?")
+    result = reader.read([sid], asked("Who has the spare amplifier?"))
     assert result.stopped == "answered" and result.rounds == 2
     assert [m.text for m in result.cited] == ["I have the spare amplifier in my garage"]
     assert any("999" in n for n in result.notes)  # a citation of a message no tool showed is dropped
@@ -79,7 +86,7 @@ def test_lookup_phrase_finds_exact_words(chat_store):
         call("lookup_phrase", phrase="blue van"),
         lambda p: call("answer", text="Cy said it.", cite=ids_in(p, "Cy")),
     ])
-    result = reader.read([sid], "Who said 'blue van'?")
+    result = reader.read([sid], asked("Who said 'blue van'?"))
     assert result.tool_log[0].ok and "Remember the blue van" in result.tool_log[0].result
     assert [m.author_name for m in result.cited] == ["Cy"]
 
@@ -91,7 +98,7 @@ def test_read_current_state_of_a_person_and_a_topic(chat_store):
         call("read_current_state", about="rehearsal"),
         lambda p: call("answer", text="Rehearsal moved.", cite=ids_in(p, "Ann")),
     ])
-    result = reader.read([sid], "What is the current plan?")
+    result = reader.read([sid], asked("What is the current plan?"))
     person, topic = result.tool_log[0], result.tool_log[1]
     assert person.ok and "spare amplifier in her garage" in person.result and "rests on #" in person.result
     assert topic.ok and "Band rehearsal moved to next Friday" in topic.result
@@ -106,7 +113,7 @@ def test_resolve_date_against_the_message_time(chat_store):
         call("resolve_date", expression="next Friday", message_id=424242),
         call("answer", text="Friday 7 March 2025.", cite=[first]),
     ])
-    result = reader.read([sid], "When is the rehearsal?")
+    result = reader.read([sid], asked("When is the rehearsal?"))
     assert result.tool_log[0].ok and "2025-03-07" in result.tool_log[0].result
     assert not result.tool_log[1].ok and "not in this channel" in result.tool_log[1].error
     assert [m.id for m in result.cited] == [first]
@@ -120,7 +127,7 @@ def test_unknown_tool_and_bad_arguments_are_logged_and_shown_to_the_model(chat_s
         "this is not json",
         call("answer", text="I could not find it.", cite=[]),
     ])
-    result = reader.read([sid], "Anything about cats?")
+    result = reader.read([sid], asked("Anything about cats?"))
     unknown, bad, garbage = result.tool_log[:3]
     assert not unknown.ok and "unknown tool 'delete_everything'" in unknown.error
     assert not bad.ok and "bad arguments for search_evidence" in bad.error and "query" in bad.error
@@ -138,7 +145,7 @@ def test_an_answer_before_any_lookup_is_refused(chat_store):
         call("lookup_phrase", phrase="spare amplifier"),
         lambda p: call("answer", text="Ann has it.", cite=ids_in(p, "Ann")),
     ])
-    result = reader.read([sid], "Who has the spare amplifier?")
+    result = reader.read([sid], asked("Who has the spare amplifier?"))
     assert not result.tool_log[0].ok and "look something up first" in result.tool_log[0].error
     assert result.stopped == "answered" and result.text == "Ann has it." and result.cited
 
@@ -147,7 +154,7 @@ def test_round_budget_forces_an_answer_with_tools_disallowed(chat_store):
     store, sid, records = chat_store
     reader, llm = reader_for(store, records, [call("search_evidence", query="drums")] * 2 + [
         lambda p: call("answer", text="Ben brings drums.", cite=ids_in(p, "Ben", latest=False))], max_rounds=2)
-    result = reader.read([sid], "Who brings the drums?")
+    result = reader.read([sid], asked("Who brings the drums?"))
     assert result.rounds == 3 and result.stopped == "rounds" and result.cited
     assert llm.calls[2].json_schema == call_schema(allow_tools=False)
     assert "last lookup" in llm.calls[2].prompt
@@ -159,7 +166,7 @@ def test_token_budget_exhaustion_stops_without_an_answer(chat_store):
     store, sid, records = chat_store
     reader, llm = reader_for(store, records, [call("search_evidence", query="amplifier garage van drums")] * 5,
                              token_budget=700, max_tokens_per_call=120)
-    result = reader.read([sid], "Tell me everything")
+    result = reader.read([sid], asked("Tell me everything"))
     assert result.text == "" and result.cited == [] and result.stopped == "tokens"
     assert len(llm.calls) < 5 and any("token budget" in n for n in result.notes)
 
@@ -167,7 +174,7 @@ def test_token_budget_exhaustion_stops_without_an_answer(chat_store):
 def test_a_tool_call_in_the_forced_last_round_gives_no_answer(chat_store):
     store, sid, records = chat_store
     reader, _ = reader_for(store, records, [call("search_evidence", query="van")] * 2, max_rounds=1)
-    result = reader.read([sid], "Which van?")
+    result = reader.read([sid], asked("Which van?"))
     assert not result.answered and "only the answer tool" in result.tool_log[-1].error
 
 
@@ -175,7 +182,7 @@ def test_model_failure_ends_the_loop_cleanly(chat_store):
     store, sid, records = chat_store
     reader, _ = reader_for(store, records, [call("search_evidence", query="van"),
                                             ModelUnavailableError("server answered HTTP 503")])
-    result = reader.read([sid], "Which van?")
+    result = reader.read([sid], asked("Which van?"))
     assert result.stopped == "model_error" and not result.answered and "503" in result.notes[0]
 
 
@@ -185,7 +192,7 @@ def test_completion_form_renders_the_transcript_as_one_prompt(chat_store):
         call("search_evidence", query="amplifier"),
         lambda p: call("answer", text="Ann.", cite=ids_in(p, "Ann")),
     ], chat=False)
-    result = reader.read([sid], "Who has the amplifier?")
+    result = reader.read([sid], asked("Who has the amplifier?"))
     assert result.form == "completion" and result.cited
     assert llm.calls[1].messages is None and llm.calls[1].prompt.endswith("Call: ")
     assert "Result of search_evidence" in llm.calls[1].prompt
@@ -201,7 +208,7 @@ def test_tools_never_leave_the_question_scope(store):
         call("resolve_date", expression="today", message_id=other_msg),
         call("answer", text="Nothing.", cite=[other_msg]),
     ])
-    result = reader.read([general], "What is the secret plan?")
+    result = reader.read([general], asked("What is the secret plan?"))
     assert "no message contains" in result.tool_log[0].result
     assert not result.tool_log[1].ok and result.cited == []
 
@@ -224,7 +231,7 @@ def test_real_model_drives_the_tool_loop_end_to_end(vstore):
     try:
         reader = Reader(vstore, Searcher(vstore), Records(vstore), llm,
                         config=ReaderConfig(max_rounds=4, token_budget=6000))
-        result = reader.read([sid], "Which restaurant did the team pick for the dinner?")
+        result = reader.read([sid], asked("Which restaurant did the team pick for the dinner?"))
     finally:
         llm.close()
     assert result.form == "chat" and 1 <= result.rounds <= 5
@@ -248,7 +255,7 @@ def test_answer_is_handed_to_the_support_check_with_its_citations(chat_store):
         lambda p: call("answer", text=f"Ann has the spare amplifier in her garage (#{ids_in(p, 'Ann')[0]}).",
                        cite=ids_in(p, "Ann")),
     ])
-    result = reader.read([sid], "Who has the spare amplifier?")
+    result = reader.read([sid], asked("Who has the spare amplifier?"))
     sentence, texts, names = result.for_support_check()
     assert "#" not in sentence and sentence.endswith("[1]") and texts[1].startswith("Ann: I have the spare")
     assert check_sentence(sentence, texts, known_names=names).ok
@@ -271,7 +278,7 @@ def test_a_checked_reader_answer_replaces_the_draft_and_a_failing_one_does_not(c
         lambda p: call("answer", text="Ann has the spare amplifier in her garage.", cite=ids_in(p, "Ann")),
     ])
     d = draft()
-    result, check = read_into(good, d, [sid], "Who has the spare amplifier?", ["spare", "amplifier"])
+    result, check = read_into(good, d, [sid], asked("Who has the spare amplifier?", ["spare", "amplifier"]))
     assert check.ok and d.lead.startswith("Ann has the spare amplifier") and d.lead.endswith("[1]")
     assert [q.message.text for q in d.quoted] == ["I have the spare amplifier in my garage"]
     bad, _ = reader_for(store, records, [
@@ -279,7 +286,7 @@ def test_a_checked_reader_answer_replaces_the_draft_and_a_failing_one_does_not(c
         lambda p: call("answer", text="Cy keeps it in Paris.", cite=ids_in(p, "Ann")),
     ])
     d = draft()
-    result, check = read_into(bad, d, [sid], "Who has the spare amplifier?", ["spare", "amplifier"])
+    result, check = read_into(bad, d, [sid], asked("Who has the spare amplifier?", ["spare", "amplifier"]))
     assert not check.ok and d.lead == "Here is what I found:" and d.quoted[0].message.id == other.id
     assert any("reader answer not shown" in n for n in d.notes)
 

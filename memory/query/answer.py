@@ -135,13 +135,18 @@ class Answerer:
                        asked_at=asked_at or time.time(), asker_id=asker_id,
                        known=lambda words: self.known_words(scope_ids, words))
 
-    def prepare(self, scope_ids: list[int], question: str, *, asked_at: float | None = None,
+    def prepare(self, scope_ids: list[int], question: Question | str, *, asked_at: float | None = None,
                 asker_id: str | None = None, exclude: frozenset[int] = frozenset(),
                 **ablations: bool) -> tuple[EvidencePack, str, dict[str, str]]:
-        """Everything up to the reply: the pack and its rendered evidence (no generation)."""
+        """Everything up to the reply: the pack and its rendered evidence (no generation).
+
+        ``question`` is the caller's analysed ``Question`` (the bot analyses once, see ``Bot.question``);
+        plain text, as tests and evaluation pass it, is analysed here, asked at ``asked_at`` by ``asker_id``.
+        """
         t = time.perf_counter()
         roster = self.roster(scope_ids)
-        q = self.analyse(scope_ids, question, asked_at=asked_at, asker_id=asker_id, roster=roster)
+        q = question if isinstance(question, Question) else \
+            self.analyse(scope_ids, question, asked_at=asked_at, asker_id=asker_id, roster=roster)
         t_analyse = (time.perf_counter() - t) * 1000
         pack = self.composer.compose(scope_ids, q, roster, exclude=exclude, **ablations)
         pack.roster = roster
@@ -154,8 +159,10 @@ class Answerer:
     def roster(self, scope_ids: list[int]) -> list[Person]:
         return [p for sid in scope_ids for p in self.store.roster(sid)]
 
-    def answer(self, scope_ids: list[int], question: str, *, policy: Policy | None = None, **kw) -> Answer:
-        """The reply to ``question``; ``policy`` overrides the configured one for this call."""
+    def answer(self, scope_ids: list[int], question: Question | str, *, policy: Policy | None = None,
+               **kw) -> Answer:
+        """The reply to ``question`` (a ``Question``, or text analysed as in ``prepare``); ``policy`` overrides the
+        configured one for this call."""
         t0 = time.perf_counter()
         pack, evidence, _ = self.prepare(scope_ids, question, **kw)
         timings = dict(pack.timings_ms)
@@ -166,9 +173,8 @@ class Answerer:
                      notes=list(draft.notes), draft=draft)
         if (policy or self.policy) == "model" and self.llm is not None and draft.kind == "evidence" \
                 and draft.quoted:
-            if self.reader is None or not reader_answer(self.reader, ans, scope_ids, question,
-                                                        pack.roster or [], stems=pack.question.stems, **kw):
-                self._generate(question, ans)
+            if self.reader is None or not reader_answer(self.reader, ans, scope_ids, pack.question, exclude=exclude):
+                self._generate(pack.question.text, ans)
         timings["total"] = (time.perf_counter() - t0) * 1000
         return ans
 

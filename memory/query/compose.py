@@ -182,8 +182,8 @@ class Composer:
         projection = question
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        hits = self.searcher.search(scope_ids, question.text, k=max(b.top_k, b.rerank_k), pool=b.recall_pool,
-                                    exclude=exclude, question=question) \
+        hits = self.searcher.search(scope_ids, question, k=max(b.top_k, b.rerank_k), pool=b.recall_pool,
+                                    exclude=exclude) \
             if use_track1 else []
         timings["track1"] = (time.perf_counter() - t) * 1000
         cites: dict[int, Cite] = {}

@@ -26,6 +26,7 @@ from ..llm.base import INTERACTIVE, ChatMessage, Completion
 from ..llm.chat import generate, pick_form
 from ..llm.structured import parse_checked
 from ..models import StoredMessage
+from ..question import Question
 from ..records import Records
 from ..search import Searcher
 from ..store import Store
@@ -124,13 +125,14 @@ class Reader:
         self.config = config or ReaderConfig()
         self.form = form
 
-    def read(self, scope_ids: Sequence[int], question: str, *, asked_at: float | None = None,
+    def read(self, scope_ids: Sequence[int], question: Question, *,
              exclude: frozenset[int] = frozenset()) -> ReaderResult:
         """Run the tool loop for ``question``; never raises for model trouble (see ``ReaderResult.stopped``)."""
+        asked_at = question.asked_at
         cfg = self.config
         roster = [p for sid in scope_ids for p in self.store.roster(sid) if not p.is_bot]
         tools = ReaderTools(self.store, self.searcher, self.records, scope_ids, roster=roster, exclude=exclude)
-        opening = (f"Question: {question.strip()}\nAsked: {stamp(asked_at or time.time())}\n"
+        opening = (f"Question: {question.text.strip()}\nAsked: {stamp(asked_at or time.time())}\n"
                    f"People in this channel: {', '.join(p.display_name for p in roster) or '(none yet)'}")
         loop = _Loop(pick_form(self.llm, have_raw=True, have_chat=True, form=self.form),
                      [{"role": "system", "content": SYSTEM}, {"role": "user", "content": opening}])

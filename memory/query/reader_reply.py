@@ -19,6 +19,7 @@ from .reply import Quoted, ReplyDraft, quote_of
 from .support import SupportResult, check_sentence
 
 if TYPE_CHECKING:
+    from ..question import Question
     from .reader import Reader, ReaderResult
 
 log = logging.getLogger(__name__)
@@ -40,12 +41,11 @@ def adopt(result: ReaderResult, draft: ReplyDraft, stems: Sequence[str]) -> Supp
     return check
 
 
-def read_into(reader: Reader, draft: ReplyDraft, scope_ids: Sequence[int], question: str, stems: Sequence[str],
-              *, asked_at: float | None = None, exclude: frozenset[int] = frozenset()
-              ) -> tuple[ReaderResult, SupportResult]:
+def read_into(reader: Reader, draft: ReplyDraft, scope_ids: Sequence[int], question: Question,
+              *, exclude: frozenset[int] = frozenset()) -> tuple[ReaderResult, SupportResult]:
     """Run the reader for ``question`` and adopt its answer into ``draft`` when it checks out."""
-    result = reader.read(list(scope_ids), question, asked_at=asked_at, exclude=exclude)
-    check = adopt(result, draft, stems)
+    result = reader.read(list(scope_ids), question, exclude=exclude)
+    check = adopt(result, draft, question.stems)
     log.info("reader: %s after %d rounds, %d+%d tokens, %.1fs; support check %s%s", result.stopped,
              result.rounds, result.prompt_tokens, result.completion_tokens, result.seconds,
              "passed" if check.ok else "failed: ", "" if check.ok else check.reason)
@@ -54,9 +54,8 @@ def read_into(reader: Reader, draft: ReplyDraft, scope_ids: Sequence[int], quest
     return result, check
 
 
-def reader_answer(reader: Reader, ans: Any, scope_ids: Sequence[int], question: str, roster: Sequence[Any], *,
-                  stems: Sequence[str] = (), asked_at: float | None = None, exclude: frozenset[int] = frozenset(),
-                  **_: Any) -> bool:
+def reader_answer(reader: Reader, ans: Any, scope_ids: Sequence[int], question: Question, *,
+                  exclude: frozenset[int] = frozenset()) -> bool:
     """The ``Answerer`` hook: True when the reader's checked answer now is ``ans`` (an ``answer.Answer``).
 
     False leaves ``ans`` as it was (apart from notes and timings), and the caller
@@ -66,8 +65,7 @@ def reader_answer(reader: Reader, ans: Any, scope_ids: Sequence[int], question: 
     if draft is None:
         return False
     try:
-        result, check = read_into(reader, draft, scope_ids, question, stems,
-                                  asked_at=asked_at, exclude=exclude)
+        result, check = read_into(reader, draft, scope_ids, question, exclude=exclude)
     except ChorusError as err:  # a store or model failure inside a tool: the reply goes on without the reader
         log.warning("reader failed: %s", err, exc_info=True)
         ans.notes.append(f"reader failed: {err}")
