@@ -74,9 +74,11 @@ class ConsoleChat:
             path.write_bytes(reply.attachment)
             self.say(f"(saved {reply.attachment_name} to {path})")
 
-    def invoker(self) -> Invoker:
-        """The console user: the current speaker, an admin of their own terminal."""
-        return Invoker(self.key, self.speaker.casefold(), self.speaker, is_admin=True, channel_name=self.channel)
+    def invoker(self, speaker: str | None = None) -> Invoker:
+        """The console user: ``speaker`` (a line's "sam: ..."), else the current speaker; an admin of their own
+        terminal."""
+        who = speaker or self.speaker
+        return Invoker(self.key, who.casefold(), who, is_admin=True, channel_name=self.channel)
 
     def load_demo(self) -> int:
         """Preload the demo conversation into an empty channel."""
@@ -123,7 +125,7 @@ class ConsoleChat:
                       text, time.time(), to_bot=asks)
         self.actions.remember(msg)
         if asks:
-            self.render(self.actions.ask(self.invoker(), self._mention.sub("", text), asked_in=msg))
+            self.render(self.actions.ask(self.invoker(speaker), self._mention.sub("", text), asked_in=msg))
         return True
 
     def _known_name(self, speaker: str) -> str:

@@ -105,5 +105,10 @@ def test_console_catchup(tmp_path):
         text = out.getvalue()
         assert text.count("Since ") == 2 and "pizza by the river” [1]" in text
         assert "Questions to you nobody answered:" in text and "Sorry: I can't read 'since blorp'" in text
+        # A line's speaker is the asker: "ana: @chorus ..." is Ana's catch-up, whoever the console speaks as.
+        out.truncate(0)
+        out.seek(0)
+        chat.handle("ana: @chorus what did I miss?")
+        assert "(your last message here)" in out.getvalue() and "Questions to you" not in out.getvalue()
     finally:
         bot.close()
