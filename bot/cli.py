@@ -76,8 +76,8 @@ EVAL: tuple[CliCommand, ...] = (
             eval_commands.eval_acts, (
         Arg("--data", "a labelled chat file or a folder of them (tests/data/longblind/README.md's format)",
             required=True),
-        Arg("--acts", "act model file (default: the shipped memory/models/acts-v1.json)"),
-        Arg("--links", "link model file (default: the shipped memory/models/links-v1.json)"),
+        Arg("--acts", "act model file (default: the shipped memory/models/acts-v2.json)"),
+        Arg("--links", "link model file (default: the shipped memory/models/links-v2.json)"),
         Arg("--no-old", "skip the old group-act classifier", type=bool),
         Arg("--out", default="out/eval"))),
     Command("speaker-levenshtein", "compare the records of two stores (writer A vs B)",

@@ -81,7 +81,7 @@ def train_acts(args: argparse.Namespace, settings: Settings) -> int:
             f"held out {cid}: act precision {f['precision']}, recall {f['recall']}", flush=True))
     out = Path(args.models)
     out.mkdir(parents=True, exist_ok=True)
-    for name, model in (("acts-v1.json", act_model), ("links-v1.json", link_model)):
+    for name, model in (("acts-v2.json", act_model), ("links-v2.json", link_model)):
         model["trained_on"] = [c.id for c in chats]
         (out / name).write_text(json.dumps(model, separators=(",", ":")) + "\n", "utf-8")
         print(f"model written to {out / name}")

@@ -176,7 +176,7 @@ def _class_weights(y: np.ndarray, how: str) -> dict[int, float] | None:
     return w
 
 
-def fit_acts(streams: Sequence[Stream], opt: Options, threshold: float, version: str = "acts-v1") -> dict:
+def fit_acts(streams: Sequence[Stream], opt: Options, threshold: float, version: str = "acts-v2") -> dict:
     """Fit the act model on ``streams`` and export it (the dict memory/analysis/acts.py reads)."""
     from scipy import sparse
     from sklearn.linear_model import LogisticRegression
@@ -243,7 +243,7 @@ def _best_f1(p: np.ndarray, right: np.ndarray, gold: int) -> tuple[float, float]
     return best
 
 
-def fit_links(streams: Sequence[Stream], opt: Options, version: str = "links-v1") -> dict:
+def fit_links(streams: Sequence[Stream], opt: Options, version: str = "links-v2") -> dict:
     """Fit one pair model per link kind on ``streams`` and export them (memory/analysis/links.py reads it)."""
     from sklearn.linear_model import LogisticRegression
 

@@ -72,11 +72,11 @@ CHATTER = [("lou", "anyone seen the match last night"), ("kofi", "haha no, was a
 
 def test_shipped_models_load_and_say_what_they_are():
     act, link = default_act_model(), default_link_model()
-    assert act.version == "acts-v1" and link.version == "links-v1"
+    assert act.version == "acts-v2" and link.version == "links-v2"
     assert 0.0 < act.threshold < 1.0
     assert len(act.vocab) > 100  # a learned vocabulary, not a cue list
     models = Path(__file__).resolve().parents[1] / "memory" / "models"
-    assert json.loads((models / "acts-v1.json").read_text())["trained_on"]
+    assert json.loads((models / "acts-v2.json").read_text())["trained_on"]
 
 
 def test_a_settled_choice_is_a_decision_for_the_group(embed, people):
@@ -183,11 +183,11 @@ def test_parse_gives_noun_phrases_and_clause_shape():
 
 
 def test_a_model_file_for_other_kinds_is_refused():
-    model = json.loads((Path(__file__).resolve().parents[1] / "memory/models/acts-v1.json").read_text())
+    model = json.loads((Path(__file__).resolve().parents[1] / "memory/models/acts-v2.json").read_text())
     model["kinds"] = list(reversed(model["kinds"]))
     with pytest.raises(ValueError):
         LinearActModel(model)
-    links = json.loads((Path(__file__).resolve().parents[1] / "memory/models/links-v1.json").read_text())
+    links = json.loads((Path(__file__).resolve().parents[1] / "memory/models/links-v2.json").read_text())
     links["features"] = links["features"][:-1]
     with pytest.raises(ValueError):
         PairLinkModel(links)

@@ -5,7 +5,7 @@ inputs less the vector, when the model file holds them) reads the features of
 memory/analysis/features.py: the message's MiniLM vector, its words and clause shape (a learned
 vocabulary), and dense measures of its place in the conversation and its closeness to earlier state
 acts. Trained by ``chorus train acts`` (evaluation/acts_train.py) on the labelled training chats; at
-run time numpy reads the exported coefficients and LightGBM the trees (both in memory/models/acts-v1.json).
+run time numpy reads the exported coefficients and LightGBM the trees (both in memory/models/acts-v2.json).
 
 State acts are rare (about one message in ten), so a message is filed as one when the summed
 probability of the five state kinds passes a threshold chosen by leave-chats-out validation, and then
@@ -26,7 +26,7 @@ from .owner import owner_of
 from .topic import topic_of
 from .types import ACT_KINDS, STATE_ACTS, Act, History, Turn
 
-MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "acts-v1.json"
+MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "acts-v2.json"
 EMBEDDER_FAMILY = "all-MiniLM-L6-v2"
 _STATE = np.asarray([k in STATE_ACTS for k in ACT_KINDS])
 
@@ -112,7 +112,7 @@ _default: LinearActModel | None = None
 
 
 def default_act_model() -> LinearActModel:
-    """The shipped act model (memory/models/acts-v1.json), loaded once."""
+    """The shipped act model (memory/models/acts-v2.json), loaded once."""
     global _default
     with _lock:
         if _default is None:

@@ -5,7 +5,7 @@ is scored against the new message on the pair features of memory/analysis/featur
 vectors, content words shared weighted by their rarity in the scope's recent talk, shared kinds of
 value and a changed value, reply structure, turn and time gaps, both acts' kinds, whether the
 candidate was changed already). One logistic regression per link kind, trained by ``chorus train
-acts`` (evaluation/acts_train.py), exported to memory/models/links-v1.json and read by numpy alone.
+acts`` (evaluation/acts_train.py), exported to memory/models/links-v2.json and read by numpy alone.
 
 A change (the act model's kind, or a state act to which it gave enough of its "change" probability)
 links to its likeliest earlier state act; any other message links to
@@ -26,7 +26,7 @@ from ..store import Person
 from .features import ANSWER_WINDOW, PAIR_FEATURES, Context, Seen, candidates, pair_features
 from .types import ACT_KINDS, LINK_KINDS, STATE_ACTS, Act, History, Link, Turn
 
-MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "links-v1.json"
+MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "links-v2.json"
 
 
 class _Logit:
@@ -119,7 +119,7 @@ _default: PairLinkModel | None = None
 
 
 def default_link_model() -> PairLinkModel:
-    """The shipped link model (memory/models/links-v1.json), loaded once."""
+    """The shipped link model (memory/models/links-v2.json), loaded once."""
     global _default
     with _lock:
         if _default is None:
