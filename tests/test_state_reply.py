@@ -101,3 +101,11 @@ def test_what_did_we_decide_lists_the_heads(tmp_path, embedder, question):
     got = quoted(reply)
     assert "fine, 21st at 8 it is" in got and "quiz night is on the 14th at 7" not in got, reply.text
     store.close()
+
+
+def test_a_question_that_only_shares_a_word_with_a_plan_does_not_read_its_chain(tmp_path, embedder):
+    """"The hall" is in the quiz's change, but parking is never discussed: no "where it stands now" reply."""
+    store, answerer, sids = world(tmp_path, embedder, QUIZ)
+    reply = answerer.answer(sids, "what is the parking situation at the hall?")
+    assert reply.draft.kind != "state", reply.text
+    store.close()

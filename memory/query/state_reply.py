@@ -62,8 +62,9 @@ class StateReader:
         return {m.id: m for m in self.store.messages(ids) if not m.to_bot}
 
     def chain_of(self, ranking: Ranking) -> list[Record] | None:
-        """The chain (oldest first) that one of the reranker's best candidates rests on, if any has one."""
-        top = [ranking.cands[i].message.id for i in ranking.order[:CHAIN_ANCHORS]]
+        """The chain (oldest first) that one of the reranker's best candidates rests on, if any has one and is
+        itself about the question (a message that only shares a word with it must not pull in its plan)."""
+        top = [ranking.cands[i].message.id for i in ranking.order[:CHAIN_ANCHORS] if ranking.on_topic(i)]
         found = self.state.records_of_messages(top)
         for mid in top:
             if mid in found:
