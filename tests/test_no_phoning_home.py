@@ -108,7 +108,11 @@ def test_one_console_question_under_a_fresh_home_phones_nobody(tmp_path):
     trace = tmp_path / "strace.txt"
     strace = shutil.which("strace")
     if strace:
-        command = [strace, "-f", "-qq", "-e", "trace=connect", "-e", "signal=none", "-o", str(trace), *command]
+        # --seccomp-bpf (strace 5.3+) stops the child only at connect(), not at every system call: 85 s -> 16 s.
+        fast = ["--seccomp-bpf"] if "seccomp-bpf" in subprocess.run([strace, "-h"], capture_output=True,
+                                                                    text=True).stdout else []
+        command = [strace, "-f", "-qq", *fast, "-e", "trace=connect", "-e", "signal=none", "-o", str(trace),
+                   *command]
     done = subprocess.run(command, input="@chorus where are we having dinner?\n/quit\n", capture_output=True,
                           text=True, cwd=tmp_path, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
