@@ -13,9 +13,10 @@ import pytest
 
 from evaluation.acts_data import Gold
 from evaluation.acts_eval import Prediction, figures, score
-from memory.analysis.acts import LinearActModel, default_act_model
+from memory.analysis.acts import LinearActModel
 from memory.analysis.features import Context, content_words, tokens
-from memory.analysis.links import PairLinkModel, default_link_model
+from memory.analysis.links import PairLinkModel
+from memory.analysis.shipped import shipped_models
 from memory.analysis.types import ACT_KINDS, STATE_ACTS, Act, Analysis, History, Link, Turn
 from memory.models import GROUP, StoredMessage
 from memory.nlp import parse_many
@@ -58,7 +59,7 @@ def analysed(t: Turn, kind: str, topic: str = "", owner: str | None = GROUP, lin
 
 
 def read(lines, embed, people, history: History | None = None) -> list[Act]:
-    return default_act_model().acts(turns(embed, lines, start=100), history or History([], []), people)
+    return shipped_models()[0].acts(turns(embed, lines, start=100), history or History([], []), people)
 
 
 def change_act(topic: str) -> Act:
@@ -71,7 +72,7 @@ CHATTER = [("lou", "anyone seen the match last night"), ("kofi", "haha no, was a
 
 
 def test_shipped_models_load_and_say_what_they_are():
-    act, link = default_act_model(), default_link_model()
+    act, link = shipped_models()
     assert act.version == "acts-v2" and link.version == "links-v2"
     assert 0.0 < act.threshold < 1.0
     assert len(act.vocab) > 100  # a learned vocabulary, not a cue list
@@ -103,7 +104,7 @@ def test_a_question_to_a_member_is_theirs(embed, people):
 def test_a_message_is_read_without_the_turns_after_it(embed, people):
     lines = [*CHATTER, ("ana", "ok decided, we're going with the blue van"), ("sam", "great, I'll book it tonight")]
     ts = turns(embed, lines)  # the same vectors for both readings (a batch's padding moves int8 vectors a little)
-    model = default_act_model()
+    model = shipped_models()[0]
     alone = model.acts(ts[:-1], History([], []), people)
     with_next = model.acts(ts, History([], []), people)
     assert alone == with_next[:-1]
@@ -135,7 +136,7 @@ def test_a_moved_date_changes_the_plan_it_moves(embed, people):
     history, plan = quiz_history(embed)
     h = History(history, [t for t in history if t.analysis and t.analysis.act.is_state])
     new = turns(embed, [("ana", "quiz moved to the 21st")], start=50)
-    links = default_link_model().links(new, [change_act("quiz night")], h)
+    links = shipped_models()[1].links(new, [change_act("quiz night")], h)
     assert links[0] is not None and links[0].kind == "changes" and links[0].target == plan.message.id
 
 
@@ -144,7 +145,7 @@ def test_a_moved_date_changes_the_plan_it_moves(embed, people):
 def test_a_terse_move_is_filed_as_a_change(embed, people):
     history, _ = quiz_history(embed)
     h = History(history, [t for t in history if t.analysis and t.analysis.act.is_state])
-    acts = default_act_model().acts(turns(embed, [("ana", "quiz moved to the 21st")], start=50), h, people)
+    acts = shipped_models()[0].acts(turns(embed, [("ana", "quiz moved to the 21st")], start=50), h, people)
     assert acts[0].kind == "change", acts[0]
 
 
@@ -153,7 +154,7 @@ def test_a_change_links_to_the_right_plan_among_others(embed, people):
     bbq = history[2]
     h = History(history[-3:], [t for t in history if t.analysis and t.analysis.act.is_state])
     new = turns(embed, [("lou", "the bbq is moved to sunday, same time")], start=50)
-    links = default_link_model().links(new, [change_act("bbq")], h)
+    links = shipped_models()[1].links(new, [change_act("bbq")], h)
     assert links[0] is not None and links[0] == Link("changes", bbq.message.id, links[0].score)
 
 
@@ -163,8 +164,8 @@ def test_an_answer_links_to_the_question(embed, people):
                  "question", "friday", "kofi")
     h = History([*history, q], [t for t in history if t.analysis and t.analysis.act.is_state])
     new = turns(embed, [("kofi", "around 6, then I'm free")], start=41)
-    acts = default_act_model().acts(new, h, people)
-    links = default_link_model().links(new, acts, h)
+    acts = shipped_models()[0].acts(new, h, people)
+    links = shipped_models()[1].links(new, acts, h)
     assert links[0] is not None and (links[0].kind, links[0].target) == ("answers", q.message.id)
 
 

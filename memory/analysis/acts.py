@@ -14,7 +14,6 @@ as the likeliest of those five; otherwise as the likeliest of the other three.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -105,16 +104,3 @@ def _booster(text: str):  # noqa: ANN202 - lightgbm is untyped
 
 def load_act_model(path: str | Path = MODEL_PATH) -> LinearActModel:
     return LinearActModel(json.loads(Path(path).read_text("utf-8")))
-
-
-_lock = threading.Lock()
-_default: LinearActModel | None = None
-
-
-def default_act_model() -> LinearActModel:
-    """The shipped act model (memory/models/acts-v2.json), loaded once."""
-    global _default
-    with _lock:
-        if _default is None:
-            _default = load_act_model()
-        return _default

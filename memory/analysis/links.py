@@ -15,7 +15,6 @@ threshold chosen by leave-chats-out validation.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -112,16 +111,3 @@ class PairLinkModel:
 
 def load_link_model(path: str | Path = MODEL_PATH) -> PairLinkModel:
     return PairLinkModel(json.loads(Path(path).read_text("utf-8")))
-
-
-_lock = threading.Lock()
-_default: PairLinkModel | None = None
-
-
-def default_link_model() -> PairLinkModel:
-    """The shipped link model (memory/models/links-v2.json), loaded once."""
-    global _default
-    with _lock:
-        if _default is None:
-            _default = load_link_model()
-        return _default

@@ -16,10 +16,10 @@ def shipped_models() -> tuple[ActModel, LinkModel]:
     with _lock:
         if _loaded is None:
             try:
-                from .acts import default_act_model
-                from .links import default_link_model
+                from .acts import load_act_model
+                from .links import load_link_model
             except ImportError as exc:
                 raise AnalysisError(f"the analysis models are missing from this install ({exc}); reinstall "
                                     "Chorus or run `chorus train acts`") from exc
-            _loaded = (default_act_model(), default_link_model())
+            _loaded = (load_act_model(), load_link_model())
         return _loaded
