@@ -72,3 +72,7 @@ class TimeExpressionError(InputError):
 
 class AnalysisError(ChorusError):
     """The analysis pass (entities, acts, links) could not read a message, or a model broke its contract."""
+
+
+class ModelMissing(ChorusError):
+    """A shipped model file (reranker, decline, encoder) is missing or unreadable."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def build_minilm_onnx(model_dir: str | os.PathLike[str] | None, out: Path) -> Pa
     identical for every dtype).
     """
     onnx = _require("onnx")
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
     from safetensors.numpy import load_file
 
     directory = _model_dir(model_dir)
@@ -60,34 +61,89 @@ def build_minilm_onnx(model_dir: str | os.PathLike[str] | None, out: Path) -> Pa
                    for k, v in load_file(str(directory / "model.safetensors")).items()}
     except Exception as exc:
         raise EmbeddingError(f"Could not read the MiniLM weights in {directory}: {exc}") from exc
-    eps = float(config.get("layer_norm_eps", 1e-12))
-    heads = int(config["num_attention_heads"])
+    parts = GraphParts()
+    x = encoder_nodes(parts, weights, config, segments=False)
     hidden = int(config["hidden_size"])
-    initializers: list[Any] = []
-    nodes: list[Any] = []
+    parts.nodes.append(helper.make_node("Identity", [x], ["hidden"], name="hidden"))
+    graph = helper.make_graph(
+        parts.nodes, "all-MiniLM-L6-v2",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT32, ["batch", "sequence"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT32, ["batch", "sequence"])],
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "sequence", hidden])],
+        parts.initializers)
+    model = helper.make_model(graph, producer_name="chorus", opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    onnx.save(model, str(out))
+    return out
 
-    def const(name: str, array: np.ndarray) -> str:
-        initializers.append(numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.float32), name))
+
+class GraphParts:
+    """Nodes and weights of a graph being written; `const` and `node` add to them."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Any] = []
+        self.initializers: list[Any] = []
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.float32), name))
         return name
 
-    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
-        domain = "" if op == "MatMul" else "com.microsoft"
-        made = helper.make_node(op, inputs, [output], name=output, domain=domain, **attrs)
-        nodes.append(made)
+    def const_int(self, name: str, array: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        self.initializers.append(numpy_helper.from_array(np.asarray(array, dtype=np.int64), name))
+        return name
+
+    def node(self, op: str, inputs: list[str], output: str, domain: str | None = None, **attrs: Any) -> str:
+        from onnx import helper
+
+        where = ("" if op in _STANDARD_OPS else "com.microsoft") if domain is None else domain
+        self.nodes.append(helper.make_node(op, inputs, [output], name=output, domain=where, **attrs))
         return output
 
-    w = weights
-    # Single sentences have token type 0 everywhere: fold that row into the positions.
-    positions = w["embeddings.position_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0]
-    nodes.append(helper.make_node(
+
+_STANDARD_OPS = {"MatMul", "Add", "Gather", "Squeeze", "Identity", "Cast", "Softmax"}
+
+
+def encoder_nodes(g: GraphParts, w: dict[str, np.ndarray], config: dict, *, segments: bool) -> str:
+    """The BERT encoder of MiniLM as onnxruntime's fused ops, reading graph inputs ``input_ids`` and
+    ``attention_mask`` (and ``token_type_ids`` with ``segments``); returns the name of the last hidden states.
+
+    Without ``segments`` every token is of type 0, so that row is folded into the positions.
+    """
+    from onnx import helper
+
+    eps = float(config.get("layer_norm_eps", 1e-12))
+    const = g.const
+    if segments:
+        positions = w["embeddings.position_embeddings.weight"]
+        seg_in, seg_table = "token_type_ids", const("segment_embeddings", w["embeddings.token_type_embeddings.weight"])
+    else:
+        positions = w["embeddings.position_embeddings.weight"] + w["embeddings.token_type_embeddings.weight"][0]
+        seg_in, seg_table = "", ""
+    g.nodes.append(helper.make_node(
         "EmbedLayerNormalization",
-        ["input_ids", "", const("word_embeddings", w["embeddings.word_embeddings.weight"]),
-         const("position_embeddings", positions), "", const("embeddings.ln.weight", w["embeddings.LayerNorm.weight"]),
+        ["input_ids", seg_in, const("word_embeddings", w["embeddings.word_embeddings.weight"]),
+         const("position_embeddings", positions), seg_table,
+         const("embeddings.ln.weight", w["embeddings.LayerNorm.weight"]),
          const("embeddings.ln.bias", w["embeddings.LayerNorm.bias"]), "attention_mask"],
         ["layer0.in", "mask_index"], name="embeddings", domain="com.microsoft", epsilon=eps))
-    x = "layer0.in"
-    for i in range(int(config["num_hidden_layers"])):
-        p, n = f"encoder.layer.{i}.", f"layer{i}"
+    return layer_nodes(g, w, config, "layer0.in", range(int(config["num_hidden_layers"])))
+
+
+def layer_nodes(g: GraphParts, w: dict[str, np.ndarray], config: dict, x: str, layers: Iterable[int], *,
+                name: str = "layer", weights: str = "encoder.layer.") -> str:
+    """Encoder ``layers`` (by index) after the hidden states named ``x``; returns the last one's output name.
+    ``weights`` prefixes the weight names read for each layer, ``name`` the node names written (a second
+    branch over the same trunk needs names of its own)."""
+    eps = float(config.get("layer_norm_eps", 1e-12))
+    heads = int(config["num_attention_heads"])
+    const, node = g.const, g.node
+    for i in layers:
+        p, n = f"{weights}{i}.", f"{name}{i}"
         qkv_w = np.concatenate([w[p + f"attention.self.{k}.weight"] for k in ("query", "key", "value")], axis=0).T
         qkv_b = np.concatenate([w[p + f"attention.self.{k}.bias"] for k in ("query", "key", "value")])
         ctx = node("Attention", [x, const(f"{n}.qkv.weight", qkv_w), const(f"{n}.qkv.bias", qkv_b), "mask_index"],
@@ -105,22 +161,12 @@ def build_minilm_onnx(model_dir: str | os.PathLike[str] | None, out: Path) -> Pa
                  [down, x1, const(f"{n}.ln2.weight", w[p + "output.LayerNorm.weight"]),
                   const(f"{n}.ln2.bias", w[p + "output.LayerNorm.bias"]),
                   const(f"{n}.ffn_down.bias", w[p + "output.dense.bias"])], f"{n}.out", epsilon=eps)
-    nodes.append(helper.make_node("Identity", [x], ["hidden"], name="hidden"))
-    graph = helper.make_graph(
-        nodes, "all-MiniLM-L6-v2",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT32, ["batch", "sequence"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT32, ["batch", "sequence"])],
-        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "sequence", hidden])],
-        initializers)
-    model = helper.make_model(graph, producer_name="chorus", opset_imports=[
-        helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 8
-    onnx.save(model, str(out))
-    return out
+    return x
 
 
-def quantize_int8(source: Path, out: Path) -> Path:
-    """8-bit weights with one scale per output channel; activations quantised at run time."""
+def quantize_int8(source: Path, out: Path, exclude: list[str] | None = None) -> Path:
+    """8-bit weights with one scale per output channel; activations quantised at run time (``exclude``:
+    node names left in float, such as small output heads)."""
     _require("onnxruntime")
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -131,7 +177,7 @@ def quantize_int8(source: Path, out: Path) -> Path:
     logging.getLogger().addFilter(advice)
     try:
         quantize_dynamic(str(source), str(out), weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul", "Attention"],
+                         op_types_to_quantize=["MatMul", "Attention"], nodes_to_exclude=exclude or [],
                          extra_options={"DefaultTensorType": TensorProto.FLOAT})
     finally:
         logging.getLogger().removeFilter(advice)

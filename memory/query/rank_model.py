@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ChorusError
+from ..errors import ModelMissing
 from ..question import KINDS, Question
 from .candidates import FEATURES
 
@@ -38,10 +38,6 @@ DECLINE_FEATURES: tuple[str, ...] = (
     *(f"q_{k}" for k in KINDS),
 )
 _F = {name: i for i, name in enumerate(FEATURES)}
-
-
-class ModelMissing(ChorusError):
-    """A reply model file is missing or unreadable."""
 
 
 class Reranker:
