@@ -246,7 +246,8 @@ class Bot:
             with self._llm_lock:
                 if self._analysis is None and self._analysis_error is None:
                     try:
-                        acts, links = self._analysis_models or shipped_models()
+                        acts, links = self._analysis_models or shipped_models(
+                            encoder=self.settings.analysis.encoder)
                         self._analysis = AnalysisPass(self.store, self.records, acts, links)
                     except ChorusError as exc:
                         self._analysis_error = str(exc)
@@ -342,7 +343,8 @@ class Bot:
                         budgets=Budgets(recall_pool=s.recall_pool, top_k=s.top_k, neighbours=s.neighbours,
                                         token_budget=a.evidence_token_budget),
                         max_new_tokens=a.max_new_tokens, policy=policy,
-                        decline_below=None if a.decline_below == "trained" else float(a.decline_below), reader=reader)
+                        decline_below=None if a.decline_below == "trained" else float(a.decline_below), reader=reader,
+                        encoder="shipped" if a.reader_model else None)
 
     def profile(self, key: ScopeKey, person: str) -> Reply:
         """A person's current records, what others said about them and the group records they voiced, cited

@@ -94,6 +94,9 @@ class AnalysisSettings(Section):
                           "it changes, answers or confirms) and keep the group's decisions, plans, rules and tasks "
                           "as memory records with their history. Replies, catch-up and /timeline read it; no "
                           "language model is used.")
+    encoder: bool = Field(True, description="Read each message's act and links with the fine-tuned encoder's heads "
+                          "as well as the linear models, when the shipped encoder carries them (`chorus train "
+                          "heads` adds them; encoder-v1 does not, so the linear models read alone).")
 
 
 class PersonaSettings(Section):
@@ -124,10 +127,14 @@ class AnswerSettings(Section):
         "deterministic check finds its names, numbers and words in the messages it cites. 'auto': evidence for the "
         "shipped 270M model (its sentences rarely pass the check), model for a configured one.")
     decline_below: float | Literal["trained"] = Field(
-        "trained", description="When to decline (\"this channel's memory doesn't hold that\"): the learned decline "
-        "estimates the probability that the channel's messages answer the question, and the reply declines below "
-        "this threshold (0 to 1). 'trained': the threshold chosen by `chorus train reranker`, the highest that kept "
-        "false declines at or under 5% on each tuning dataset. Lower it to decline less often.")
+        "trained", description="When to decline (\"the chat doesn't say ...\"): the reader model gives each of the "
+        "best candidates the probability that it answers the question, and the reply declines when none reaches this "
+        "threshold (0 to 1). 'trained': the threshold chosen by `chorus train answer`, the highest that kept false "
+        "declines at or under 5% on each training source's held-apart chats. Lower it to decline less often.")
+    reader_model: bool = Field(True, description="Judge the best candidates with the fine-tuned encoder (which "
+                               "message answers, its words, whether any does; about 40-90 ms a question on two "
+                               "cores). Off: the reranker's order and its feature decline, which rarely declines "
+                               "a question whose topic the chat discusses.")
     @field_validator("decline_below")
     @classmethod
     def _probability(cls, v: float | str) -> float | str:

@@ -25,6 +25,7 @@ from typing import Literal
 from . import nlp
 from .catchup.intent import catchup_request
 from .ftsquery import stem, terms
+from .indirect import indirect
 from .models import GROUP
 from .people import People
 from .store import Person
@@ -135,6 +136,8 @@ class Question:
     issue: str = ""  # the topic words as text (records search)
     dense_text: str = ""  # the question without names, for closeness in meaning
     catchup: str | None = None  # a catch-up request ("what did I miss?"): its start ('' = default), else None
+    missing: str | None = None  # the question as a clause a decline can name ("how much dinner cost"), if it reads
+
     reasons: list[str] = field(default_factory=list)
 
     @property
@@ -296,6 +299,7 @@ def analyse(text: str, roster: Sequence[Person], *, asked_at: float, asker_id: s
             elif any(e.text == name and e.label_ == "PERSON" for e in doc.ents):
                 q.mentioned.append(name)
     q.kind = _kind(doc, text)
+    q.missing = indirect(doc)
     for ent in doc.ents:
         if any(a < ent.end_char and ent.start_char < b for a, b in spans):
             continue  # a member's name ("May") is no date

@@ -48,7 +48,9 @@ def test_console_session_remembers_and_answers_with_citations(tmp_path):
 
 
 def test_console_demo_preloaded(tmp_path):
-    out = run_console(tmp_path, "/ask where is the end-of-season dinner?\n/quit\n")
+    """The demo chat is there on a first start and answers from its messages, cited. (Which message leads for the
+    dinner question is the reader's: tests/test_answer_model.py.)"""
+    out = run_console(tmp_path, "/ask when is the end-of-season dinner?\n/quit\n")
     assert out.returncode == 0, out.stderr
     assert "loaded a 14-message demo conversation" in out.stdout
-    assert "pizza by the river" in out.stdout
+    assert "Maya (2025-03-03 18:11): “Decision: pizza by the river" in out.stdout, out.stdout

@@ -93,6 +93,31 @@ class PairLinkModel:
         _, kind, target = best
         return Link(kind, target.turn.message.id, round(best[0] + self.models[kind].threshold, 4))
 
+    def shortlist(self, turn: Turn, act: Act, ctx: Context, k: int) -> list[tuple[Seen, dict[str, float]]]:
+        """The earlier turns most likely linked to ``turn``: this model's best ``k`` of each link kind (from the
+        pool that kind may link to), with their probabilities, most likely first. The encoder's link head
+        reads these (memory/analysis/encoded.py)."""
+        cands = candidates(ctx)
+        if not cands:
+            return []
+        x = pair_features(turn, act, cands, ctx)
+        recent = min(ANSWER_WINDOW, len(ctx.recent))
+        probs = {kind: self.models[kind](x) for kind in LINK_KINDS}
+        pools = {"changes": [i for i, s in enumerate(cands) if s.act is not None and s.act.is_state],
+                 "answers": [i for i, s in enumerate(cands) if i < recent
+                             and s.turn.message.author_id != turn.message.author_id],
+                 "confirms": [i for i, s in enumerate(cands) if s.turn.message.author_id != turn.message.author_id]}
+        chosen: dict[int, float] = {}
+        for kind, pool in pools.items():
+            for i in sorted(pool, key=lambda i: -probs[kind][i])[:k]:
+                chosen[i] = max(chosen.get(i, 0.0), float(probs[kind][i]))
+        order = sorted(chosen, key=lambda i: -chosen[i])
+        return [(cands[i], {kind: float(probs[kind][i]) for kind in LINK_KINDS}) for i in order]
+
+    def change_share_of(self, act: Act) -> float:
+        """The share of an act's state probability that is "change"."""
+        return self._change_share(act)
+
     @staticmethod
     def _change_share(act: Act) -> float:
         state = sum(p for k, p in zip(ACT_KINDS, act.probs) if k in STATE_ACTS)

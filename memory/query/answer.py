@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from ..encoder.model import Encoder, shipped_encoder
 from ..errors import ModelError
 from ..ftsquery import stem
 from ..groupstate import GroupState
@@ -37,7 +38,8 @@ from .compose import Budgets, Composer, EvidencePack
 from .discussion import DIRECT_COSINE, DIRECT_COVERAGE, View, discussion, on_topic, views
 from .rank_model import Decline, Reranker, decline_features, shipped
 from .reader_reply import reader_answer
-from .reply import DECLINE, Ranking, ReplyBuilder, ReplyDraft
+from .reading import about, judge
+from .reply import DECLINE, Ranking, ReplyBuilder, ReplyDraft, decline_lead
 from .state_reply import StateReader
 from .support import SupportResult, check_sentence, idf, sentences
 
@@ -105,7 +107,7 @@ class Answerer:
                  persona: PersonaVoice | None = None, budgets: Budgets | None = None,
                  max_new_tokens: int = 48, policy: Policy = "evidence",
                  decline_below: float | None = None, reader: Reader | None = None,
-                 models: Path | None = None) -> None:
+                 models: Path | None = None, encoder: Encoder | None | Literal["shipped"] = "shipped") -> None:
         self.store = store
         self.searcher = searcher
         self.composer = Composer(store, searcher, records, budgets)
@@ -117,12 +119,25 @@ class Answerer:
         self.models = models  # the reply models' folder (memory/query/models by default)
         self._decline_below = decline_below  # None: the decline model's trained threshold
         self.reader = reader  # EGMemory's adaptive reader (answer.reader); its answer passes the same check
+        # The fine-tuned encoder that judges the best candidates (memory/query/reading.py); None: the reranker's
+        # order and the feature decline alone (how training rows are built, and the measured baseline).
+        self._encoder = encoder
         self.states = StateReader(store, GroupState(records), self.builder)
 
     @property
     def decline_below(self) -> float:
-        """The probability under which the reply declines: answer.decline_below, else the trained threshold."""
-        return self.shipped()[1].threshold if self._decline_below is None else self._decline_below
+        """The probability under which the reply declines: answer.decline_below, else the judging model's
+        trained threshold (the encoder's, or the feature decline's without it)."""
+        if self._decline_below is not None:
+            return self._decline_below
+        encoder = self.encoder()
+        return encoder.threshold if encoder is not None else self.shipped()[1].threshold
+
+    def encoder(self) -> Encoder | None:
+        """The judging encoder, loaded on first use (None when this answerer runs without one)."""
+        if self._encoder == "shipped":
+            self._encoder = shipped_encoder()
+        return self._encoder
 
     def shipped(self) -> tuple[Reranker, Decline]:
         """The reranker and the decline, loaded on first use (ModelMissing names the fix when absent)."""
@@ -209,11 +224,17 @@ class Answerer:
         for i, c in enumerate(cands):
             c.score = float(scores[i])
         vocab = self.vocab_share(scope_ids, q.stems, exclude, stats)
-        p = decline.probability(decline_features(q, x, scores, order, vocab))
         # Off topic, whatever the model says: no topic word of the question occurs in the visible chat, nobody
         # is named, and no message is even loosely close in meaning (docs/replies.md measures this gate).
         off_topic = vocab == 0 and not q.named and (len(cands) == 0 or float(x[:, _COS].max()) < OFF_TOPIC_COSINE)
-        return Ranking(cands, x, scores, order, p, p >= self.decline_below and not off_topic, q.stems)
+        encoder = self.encoder()
+        if encoder is None:
+            p = decline.probability(decline_features(q, x, scores, order, vocab))
+            return Ranking(cands, x, scores, order, p, p >= self.decline_below and not off_topic, q.stems)
+        judged = judge(encoder, q.text, cands, order, scores)
+        return Ranking(cands, x, scores, judged.order, judged.best,
+                       judged.best >= self.decline_below and not off_topic, q.stems, judged.readings,
+                       self.decline_below)
 
     def draft(self, scope_ids: list[int], pack: EvidencePack, exclude: frozenset[int] = frozenset()) -> ReplyDraft:
         """The evidence-first reply for a composed pack (deterministic, no model)."""
@@ -250,8 +271,12 @@ class Answerer:
         msgs = discussion(self.store, anchors, exclude=exclude)
         sims = self.similarities(scope_ids, q.dense_text, [m.id for m in msgs])
         weights = self.term_weights(scope_ids, q.stems)
+        encoder = self.encoder()
+        read = about(encoder, q, msgs, weights, sims) if encoder is not None else None
 
         def direct(m: StoredMessage) -> float:
+            if read is not None:  # the reader says whether the message speaks to the question
+                return read.get(m.id, 0.0)
             cov = coverage(q.stems, weights, set(content_stems(m.text)))
             cos = sims.get(m.id, 0.0)
             return max(cov, cos) if cov >= DIRECT_COVERAGE or cos >= DIRECT_COSINE else 0.0
@@ -328,7 +353,8 @@ class Answerer:
         text = " ".join(out.text.split())
         if _DONT_KNOW.search(text) and len(text) < 80:
             # The model, shown only these messages, says they do not answer it: decline, keep them as the closest.
-            draft.lead, draft.kind, draft.declined = DECLINE + " The closest I found:", "decline", True
+            lead = decline_lead(ans.pack.question) + " The closest I found:"
+            draft.lead, draft.kind, draft.declined = lead, "decline", True
             ans.abstained, ans.text = True, draft.text()
             ans.notes.append("the model found no answer in the quoted messages")
             return

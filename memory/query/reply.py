@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..encoder.model import Reading
 from ..models import StoredMessage
 from ..question import Question, content_stems
 from ..store import Person
@@ -29,6 +30,8 @@ EMPTY_CHANNEL = "I don't have any messages from this channel yet, so there's not
 NO_TOPIC = ("Ask me about something said in this channel: a plan, a decision, who said what, or what "
             "someone thinks about something.")
 QUOTE_CHARS = 240
+# A lead sentence longer than this many words is cut to the clause that holds the reader's span.
+LEAD_WORDS = 30
 # A member "has said something about it" when their best candidate holds this share of the question's
 # topic words, or is this close in meaning (cosine): the same floor as search's on-topic test.
 MEMBER_COVERAGE = 0.3
@@ -79,6 +82,8 @@ class Ranking:
     p_answer: float
     answer: bool
     question_stems: list[str] = field(default_factory=list)
+    readings: dict[int, Reading] = field(default_factory=dict)  # the encoder's, for the candidates it read
+    floor: float = 0.0  # the P(answers) a message needs to be quoted beside the best one (the decline threshold)
 
     def best(self, n: int) -> list[StoredMessage]:
         return [self.cands[i].message for i in self.order[:n]]
@@ -86,6 +91,9 @@ class Ranking:
     def on_topic(self, i: int) -> bool:
         """Whether candidate ``i`` is about the question: by its own words or meaning, or as a short
         answer to an on-topic message just before it."""
+        reading = self.readings.get(i)
+        if reading is not None and reading.p >= self.floor:
+            return True  # the reader says it answers the question
         x = self.x[i]
         if x[_F["cov"]] >= MEMBER_COVERAGE or x[_F["cos"]] >= MEMBER_COSINE:
             return True
@@ -170,7 +178,7 @@ class ReplyBuilder:
         best = ranking.best(self.max_quotes)
         if not ranking.answer or not best:
             quoted = self.quotes(best, q.stems)
-            lead = DECLINE + (" The closest I found:" if quoted else "")
+            lead = decline_lead(q) + (" The closest I found:" if quoted else "")
             return ReplyDraft(lead, quoted, True, "decline", ranking.p_answer)
         if q.change and len(best) > 1:
             shown = sorted(best, key=lambda m: (m.ts, m.id))
@@ -178,8 +186,18 @@ class ReplyBuilder:
             quoted[0].label, quoted[-1].label = "earlier", "latest"
             return ReplyDraft("Here's how it went in the chat, oldest first:", quoted, False, "change",
                               ranking.p_answer)
-        return ReplyDraft("Here's what the chat says:", self.quotes(best, q.stems), False, "evidence",
-                          ranking.p_answer)
+        shown = self.supported(ranking)
+        quoted = self.quotes(shown, q.stems)
+        return ReplyDraft(answer_lead(ranking, quoted[0]), quoted, False, "evidence", ranking.p_answer)
+
+    def supported(self, ranking: Ranking) -> list[StoredMessage]:
+        """The messages an answer quotes: the best, then those the reader also finds answering (all of the best
+        three when nothing was read)."""
+        if not ranking.readings:
+            return ranking.best(self.max_quotes)
+        first, *rest = ranking.order
+        keep = [first] + [i for i in rest if i in ranking.readings and ranking.readings[i].p >= ranking.floor]
+        return [ranking.cands[i].message for i in keep[:self.max_quotes]]
 
     def _each(self, q: Question, ranking: Ranking, members: list[Person], views: Sequence[View]
               ) -> ReplyDraft | None:
@@ -209,6 +227,49 @@ class ReplyBuilder:
         if quoted:
             lead += " These members have:"
         return ReplyDraft(lead, quoted, False, "absent", ranking.p_answer)
+
+
+def decline_lead(q: Question) -> str:
+    """What a decline says first: what the chat does not say, when the question reads as a clause."""
+    return f"The chat doesn't say {q.missing}." if q.missing else DECLINE
+
+
+def span_sentence(text: str, span: str) -> str:
+    """The sentence of ``text`` that holds the reader's ``span``, cut to its clause when long.
+
+    The reader finds the right words but not always their edges (held-out exact match is under half, see
+    docs/replies.md), so the lead shows the author's whole sentence around them rather than a fragment
+    that could read as a different answer."""
+    flat, span = " ".join(text.split()), " ".join(span.split())
+    at = flat.casefold().find(span.casefold())
+    if at < 0:
+        return span
+    start = 0
+    for sentence in sentences(flat):
+        begin = flat.find(sentence, start)
+        end = begin + len(sentence)
+        start = end
+        if begin <= at < end:
+            if len(sentence.split()) <= LEAD_WORDS:
+                return sentence
+            left = max(flat.rfind(p, begin, at) for p in ",;:") + 1 or begin
+            right = min((i for p in ",;:" if (i := flat.find(p, at + len(span), end)) >= 0), default=end)
+            return flat[max(left, begin):right].strip()
+    return span
+
+
+def answer_lead(ranking: Ranking, first: Quoted) -> str:
+    """The answer in the best message's own words, with its citation, else a plain pointer to the quotes."""
+    reading = ranking.readings.get(ranking.order[0]) if ranking.order else None
+    span = " ".join(reading.span.split()) if reading is not None else ""
+    if not any(ch.isalnum() for ch in span):
+        return "Here's what the chat says:"
+    author = first.message.author_name
+    if span.casefold() == author.casefold():
+        return f"{author} [{first.n}]."
+    lead = span_sentence(first.message.text, span)
+    lead = lead[0].upper() + lead[1:] if lead[0].islower() else lead
+    return f"{lead.rstrip('.')} ({author} [{first.n}])."
 
 
 def _join(names: list[str]) -> str:

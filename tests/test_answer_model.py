@@ -1,0 +1,64 @@
+"""The reader model in the reply: it puts the answering message first, states its words, and names what the
+chat doesn't say. The real shipped encoder and the README's demo chat (these are the model's own tests)."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from adapters.console import ConsoleChat
+from bot.app import Bot
+from bot.config import Settings
+from memory.encoder.inputs import candidate_text
+from memory.encoder.model import shipped_encoder
+from memory.models import ScopeKey
+
+KEY = ScopeKey("console", "local", "general")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, request):
+    from memory.embeddings.minilm import MiniLMEmbedder
+
+    path = tmp_path_factory.mktemp("demo") / "c.db"
+    bot = Bot(Settings.model_validate({"store": {"path": str(path)}, "writer": {"enabled": False}}),
+              embedder=MiniLMEmbedder(), load_models=False)
+    ConsoleChat(bot, io.StringIO(), io.StringIO()).load_demo()
+    yield bot
+    bot.close()
+
+
+def test_the_decision_reads_above_the_message_that_asked_for_one():
+    enc = shipped_encoder()
+    q = "where are we having dinner?"
+    decided, asked = enc.read(q, [
+        (candidate_text("Priya", "Pizza works for me, they do a great mushroom one."),
+         candidate_text("Maya", "Decision: pizza by the river, Friday the 14th at 7pm. I'll book the big table.")),
+        ("", candidate_text("Maya", "Okay team, we need to pick a place for the end-of-season dinner."))])
+    assert decided.p > asked.p
+    # The span's edges are loose (held-out exact match is under half); its words come from the decision.
+    assert "river" in decided.span and decided.span in "Decision: pizza by the river, Friday the 14th at 7pm."
+
+
+@pytest.mark.xfail(strict=True, reason="encoder-v1 reads Leo's vote for the Thai place as answering (P 0.997) above "
+                   "the decision (0.973); docs/reader.md, known weaknesses. Strict: a model that fixes it must "
+                   "turn this back into a plain test.")
+def test_the_reply_leads_with_the_answer_in_the_message_s_own_words(demo):
+    reply = demo.ask(KEY, "where are we having dinner?")
+    lead = reply.text.split("\n")[0]
+    first = demo.store.messages([reply.citations[0].message_id])[0].text
+    assert first.startswith("Decision: pizza by the river"), reply.text
+    assert "pizza by the river" in lead.casefold() and "[1]" in lead and not reply.data["abstained"]
+
+
+def test_a_question_the_chat_does_not_answer_names_what_is_missing(demo):
+    reply = demo.ask(KEY, "how much did dinner cost?")
+    assert reply.data["abstained"], reply.text
+    assert reply.text.startswith("The chat doesn't say how much dinner cost."), reply.text
+    assert "closest" in reply.text  # the nearest messages follow, labelled as such
+
+
+def test_each_member_reads_the_model_s_verdict_per_message(demo):
+    reply = demo.ask(KEY, "who hasn't said anything about the trophies?")
+    lead = reply.text.split("\n")[0]
+    assert "Maya" in lead and "Priya" in lead and "Sam" not in lead and "Leo" not in lead, reply.text

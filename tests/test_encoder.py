@@ -1,0 +1,64 @@
+"""The fine-tuned encoder's plumbing: the token layout training and run time share, the answer's words
+mapped back to the message, and the shipped file completed with the installed package's word table."""
+from __future__ import annotations
+
+import pytest
+
+from memory.encoder.build import WORDS, assembled
+from memory.encoder.inputs import MAX_TOKENS, Tokens, candidate_text, encode_pair, span_text, span_tokens
+from memory.encoder.model import MODELS, VERSION, best_span
+from memory.errors import ModelMissing
+
+
+@pytest.fixture(scope="module")
+def tokens():
+    return Tokens()
+
+
+def test_layout_is_question_then_context_then_candidate(tokens):
+    cand = candidate_text("Maya", "Decision: pizza by the river, Friday the 14th at 7pm.")
+    enc = encode_pair(tokens, "where are we having dinner?", "Sam: what about pizza?", cand)
+    assert enc.ids[0] == tokens.cls and enc.ids[-1] == tokens.sep and enc.ids.count(tokens.sep) == 3
+    first_sep = enc.ids.index(tokens.sep)
+    assert set(enc.types[:first_sep + 1]) == {0} and set(enc.types[first_sep + 1:]) == {1}
+    assert enc.cand_end - enc.cand_start == len(enc.offsets) and not enc.truncated
+    at = cand.index("pizza by the river")
+    got = span_tokens(enc, at, at + len("pizza by the river"))
+    assert got is not None and span_text(enc, *got) == "pizza by the river"
+
+
+def test_long_texts_fit_and_a_cut_span_is_not_a_target(tokens):
+    long_q = "what " * 80 + "?"
+    cand = candidate_text("Ana", "word " * 200 + "the answer is here")
+    enc = encode_pair(tokens, long_q, "ctx " * 100, cand)
+    assert len(enc.ids) <= MAX_TOKENS and enc.truncated
+    assert span_tokens(enc, cand.index("the answer"), len(cand)) is None
+    assert len([t for t in enc.types if t == 0]) <= 34  # the question is capped, the candidate keeps the room
+
+
+def test_span_text_widens_to_whole_words(tokens):
+    cand = candidate_text("Leo", "Leo has the spare key now")
+    enc = encode_pair(tokens, "who has the key?", "", cand)
+    assert span_text(enc, enc.cand_start, enc.cand_start) == "Leo"
+
+
+def test_best_span_stays_inside_the_candidate_and_in_order():
+    import numpy as np
+
+    start, end = np.zeros(10), np.zeros(10)
+    start[1], end[0] = 9.0, 9.0  # the best pair outside or backwards must not win
+    start[5], end[7] = 3.0, 3.0
+    assert best_span(start, end, 4, 9) == (5, 7)
+    assert best_span(start, end, 4, 4) == (-1, -1)
+
+
+def test_the_shipped_file_leaves_out_the_word_table_and_gets_it_back(tmp_path):
+    import onnx
+
+    shipped = MODELS / f"{VERSION}.onnx"
+    assert WORDS not in {t.name for t in onnx.load(str(shipped), load_external_data=False).graph.initializer}
+    full = assembled(shipped, cache_dir=tmp_path)
+    assert WORDS in {t.name for t in onnx.load(str(full)).graph.initializer}
+    assert assembled(shipped, cache_dir=tmp_path) == full  # built once, then read from the cache
+    with pytest.raises(ModelMissing, match="chorus train answer"):
+        assembled(tmp_path / "nope.onnx", cache_dir=tmp_path)
