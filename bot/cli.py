@@ -62,7 +62,8 @@ EVAL: tuple[CliCommand, ...] = (
         Arg("--stores", "reuse stores written by `eval writer` (Track 2 included)"),
         Arg("--models", "folder of reply models to use instead of the shipped ones (e.g. a held-out model "
                         "written by `chorus train reranker` under out/train/lodo-DATASET)"),
-        Arg("--policies", "comma-separated reply policies to compare: evidence, model, baseline (top BM25 message)",
+        Arg("--policies", "comma-separated reply policies to compare: evidence, features (without the encoder), "
+                          "model, baseline (top BM25 message)",
             default="evidence,baseline"),
         Arg("--model-questions", "how many questions the (slow) model policy answers; 0 skips it",
             type=int, default=30))),
@@ -125,6 +126,23 @@ TRAIN: tuple[CliCommand, ...] = (
         Arg("--models", "where the shipped models are written (default: memory/query/models)"),
         Arg("--no-locomo", "skip LoCoMo (held out only; it is never trained on)", type=bool),
         Arg("--limit", "only the first N conversations of each dataset (a quick check)", type=int))),
+    Command("answer", "fine-tune the reader (which message answers, its words, when none does) leave-one-dataset-"
+                      "out and on everything, report held out, write the shipped encoder (needs the train extra; "
+                      "hours on a CPU, resumable)", eval_commands.train_answer, (
+        Arg("--out", "folder for the runs (checkpoints, logs, reports)", default="out/reader/runs"),
+        Arg("--models", "where the shipped encoder is written", default="memory/models"),
+        Arg("--run", "only this run (without-friendsqa, without-socialmem, all)"),
+        Arg("--epochs", "epochs instead of the run's own (4 from MiniLM; 1 for `all`, which starts from "
+                        "without-friendsqa)", type=float),
+        Arg("--evaluate-only", "score finished runs and write the shipped files, train nothing", type=bool))),
+    Command("heads", "train the encoder's act and link heads (after `train answer`), choose their constants on "
+                     "held-apart chats, rebuild the shipped encoder with them (needs the train extra)",
+            eval_commands.train_heads, (
+        Arg("--reader", "the reader run the heads sit on", default="out/reader/runs/all"),
+        Arg("--out", "folder for the run (rows cache, checkpoints, log)", default="out/reader/heads"),
+        Arg("--models", "where the shipped encoder is written", default="memory/models"),
+        Arg("--epochs", type=float, default=3.0),
+        Arg("--evaluate-only", "choose constants and ship from a finished run", type=bool))),
     Command("acts", "fit the analysis pass's act and link models on the labelled training chats, report them "
                     "leave-chats-out, write the model files", eval_commands.train_acts, (
         Arg("--data", "labelled training chats (folder or file)", default="evaluation/data/train"),

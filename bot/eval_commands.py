@@ -102,6 +102,11 @@ def eval_acts(args: argparse.Namespace, settings: Settings) -> int:
     chats = load_chats(args.data, Inputs(load_embedder_from(settings)))
     act_model, link_model = load_act_model(args.acts or ACTS_PATH), load_link_model(args.links or LINKS_PATH)
     systems = {f"{act_model.version} + {link_model.version}": new_system(act_model, link_model)}
+    from memory.analysis.shipped import with_heads
+
+    heads = with_heads(act_model, link_model)  # the encoder's heads over these linear models, when shipped
+    if heads is not None:
+        systems[f"{heads[0].version} + {heads[1].version}"] = new_system(*heads)
     if not args.no_old:
         systems["old group-act classifier"] = analyse_old
     report = evaluate(chats, systems)
@@ -161,6 +166,59 @@ def train_reranker(args: argparse.Namespace, settings: Settings) -> int:
     args.out = str(out)
     return _emit(args, "train-reranker", {"lodo": results, "threshold": threshold,
                                           "importance": rt.importance(booster)}, md)
+
+
+def train_answer(args: argparse.Namespace, settings: Settings) -> int:
+    """Fine-tune the reader (the encoder's answers and span heads): the leave-one-dataset-out runs, the shipped
+    run, their held-out reports, and the shipped int8 graph with its metadata (memory/models/encoder-v1.*)."""
+    try:
+        import torch  # noqa: F401  (the train extra)
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise ChorusError(f"training needs the `train` extra ({exc}); install it with pip install -e '.[train]'") \
+            from None
+    from evaluation.reader_train import RUNS, evaluate_run, recipe, run, ship
+
+    out = Path(args.out)
+    emb = load_embedder_from(settings)
+    names = [n for n in RUNS if n != "all"] + ["all"] if not args.run else [args.run]
+    for name in names:
+        if not args.evaluate_only:
+            run(name, out, emb, recipe(name, out, args.epochs), log=lambda m: print(m, flush=True))
+        evaluate_run(name, out, emb, log=lambda m: print(m, flush=True))
+    if "all" in names:
+        for path in ship(out, Path(args.models)):
+            print(f"written {path}")
+    return 0
+
+
+def train_heads(args: argparse.Namespace, settings: Settings) -> int:
+    """Train the encoder's act and link heads on the reader's frozen first layers, choose their constants on
+    held-apart chats, and rebuild the shipped encoder with them (after `chorus train answer`)."""
+    try:
+        import torch  # noqa: F401  (the train extra)
+    except ImportError as exc:
+        raise ChorusError(f"training needs the `train` extra ({exc}); install it with pip install -e '.[train]'") \
+            from None
+    from evaluation import heads_run
+    from evaluation.heads_train import HeadOptions
+    from memory.encoder.build import export
+
+    reader = Path(args.reader)
+    if not (reader / "best.safetensors").exists():
+        raise ChorusError(f"{reader} holds no trained reader; run `chorus train answer` first")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    emb = load_embedder_from(settings)
+    if not args.evaluate_only:
+        heads_run.run(out, reader / "best.safetensors", emb, HeadOptions(epochs=args.epochs),
+                      log=lambda m: print(m, flush=True))
+    graph = export(reader / "best.safetensors", out / "encoder.onnx", heads=out / "heads.safetensors")
+    chosen = heads_run.choose(out, graph, emb, log=lambda m: print(m, flush=True))
+    (out / "chosen.json").write_text(json.dumps(chosen, indent=1))
+    for path in heads_run.ship(reader, out, Path(args.models), chosen):
+        print(f"written {path}")
+    return 0
 
 
 def eval_catchup(args: argparse.Namespace, settings: Settings) -> int:

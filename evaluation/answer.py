@@ -34,8 +34,8 @@ from .report import markdown_table, mean
 from .retrieval import _cat_key
 from .stores import conversation_stores
 
-POLICIES = ("evidence", "model", "baseline")
-_CITE_LINE = re.compile(r"^\[(\d{1,3})\] (?:[a-z]+: )?(.+?) \((\d{4}-\d\d-\d\d \d\d:\d\d)\): “(.*)”$")
+POLICIES = ("evidence", "features", "model", "baseline")  # features: the reply without the encoder (before)
+_CITE_LINE = re.compile(r"^\[(\d{1,3})\] (?:[a-z]+(?: [a-z]+)?: )?(.+?) \((\d{4}-\d\d-\d\d \d\d:\d\d)\): “(.*)”$")
 _MARK = re.compile(r"\[(\d{1,3})\]")
 
 
@@ -188,6 +188,9 @@ def evaluate_replies(dataset: str, *, data: str | Path | None, embedder: Embedde
         searcher = Searcher(store)
         answerer = Answerer(store, searcher, Records(store), llm, persona=persona,
                             decline_below=decline_below, models=models)
+        # "features": the reply before the encoder judged it (the reranker's order and the feature decline)
+        plain = Answerer(store, searcher, Records(store), None, decline_below=decline_below, models=models,
+                         encoder=None) if "features" in policies else None
         names = {m.author_name.casefold(): m.author_id for m in conv.messages}
         for q in conv.questions[: max_questions or None]:
             bar.update(1)
@@ -207,8 +210,9 @@ def evaluate_replies(dataset: str, *, data: str | Path | None, embedder: Embedde
                     declined, extra = not cited, {}
                 else:
                     # policy: a str the caller checked against POLICIES, so one of Answerer's policies here
-                    ans = answerer.answer(scope_ids, q.question, asked_at=cs.asked_at,
-                                          policy=policy)  # type: ignore[arg-type]
+                    who = plain if policy == "features" and plain is not None else answerer
+                    ans = who.answer(scope_ids, q.question, asked_at=cs.asked_at,
+                                     policy="evidence" if policy == "features" else policy)  # type: ignore[arg-type]
                     text, cited, declined = ans.text, ans.cited_messages, ans.abstained
                     extra = {"kind": ans.draft.kind if ans.draft else "", "strength":
                              round(ans.draft.strength, 4) if ans.draft else 0.0,
