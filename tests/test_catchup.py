@@ -144,6 +144,33 @@ def test_was_now_only_along_a_chain(bot):
     assert {tuple(ln["messages"]) for ln in lines if ln["kind"] == "decision"} == {("3",)}
 
 
+def test_a_change_linked_across_topics_is_shown_alone(tmp_path):
+    """A wrong link must not tell a member that a plan changed: "was -> now" needs a shared topic and a value
+    of one kind that differs, else the change is news on its own."""
+    from tests._fakes import ScriptedActs
+
+    van, sso = "van return: we decided it goes back on the 14th", "sso: the org enforces it from 1 March now"
+    labels = ScriptedActs({van: ("decision", "GROUP", None), sso: ("change", "GROUP", ("changes", van))})
+    b = Bot(Settings.model_validate({"store": {"path": str(tmp_path / "c.db")}}), load_models=False,
+            analysis_models=(labels, labels))
+    try:  # ScriptedActs names a topic by the first word: "van" and "sso" share nothing
+        chat(b, m(1, "Sam", "off for a bit"), m(2, "Ana", van), m(3, "Ben", sso))
+        lines = Actions(b).catchup(inv("sam")).data["catchup"]["lines"]
+        assert [(ln["kind"], ln["was"]) for ln in lines if ln["messages"] == ["3"]] == [("change", [])]
+    finally:
+        b.close()
+
+
+def test_a_bare_reaction_is_not_quoted_beside_a_plan(bot):
+    labels = LABELS[id(bot)]
+    labels.script["👍"] = ("chatter", None, ("confirms", "We decided drinks at the Bricklayers from 6"))
+    chat(bot, m(1, "Sam", "off for a bit"),
+         m(2, "Ana", "We decided drinks at the Bricklayers from 6"),
+         m(3, "Ben", "👍"))
+    reply = Actions(bot).catchup(inv("sam"))
+    assert quoted(reply) == {"2"} and "👍" not in reply.text
+
+
 def test_answered_questions_are_mentions_and_names_need_word_boundaries(bot):
     LABELS[id(bot)].script["@will the keys are under the mat"] = ("news", None, None)
     chat(bot,

@@ -19,10 +19,11 @@ from typing import NamedTuple
 from ..analysis.types import Analysis
 from ..db import marks
 from ..ftsquery import match_phrase
-from ..groupstate import KIND_OF_UTYPE, LAYER
+from ..groupstate import KIND_OF_UTYPE, LAYER, MODEL_PREFIX
 from ..models import StoredMessage
 from ..records import Record, Records
 from ..store import Store, scopeindex, select_messages
+from .backing import backs_change, confident, substantive
 from .members import Member
 
 KINDS = ("decision", "change", "plan", "norm", "task", "question", "mention")
@@ -225,13 +226,26 @@ def build_digest(store: Store, scope_ids: Sequence[int], member: Member, since: 
             new = [mid for mid in node.sources if mid in live and mid not in skip]
             if not new or all(live[mid].author_id in (member.person_id, *bots) for mid in new):
                 continue
-            kind = record_kind(node, acts.get(max(new)) or store.analyses([max(new)]).get(max(new)))
-            if kind is None:
-                continue
+            main = _main(node, new, live)
+            found = store.analyses(set(new) - set(acts)) if set(new) - set(acts) else {}
+            seen = {**found, **{mid: acts[mid] for mid in new if mid in acts}}
+            kind = record_kind(node, seen.get(main))
+            if kind is None or kind in ("decision", "plan", "norm") and not confident(seen.get(main)):
+                continue  # the act model was not sure enough to tell a member the group settled this
+            new = [main] + [mid for mid in new if mid != main and substantive(live[mid], seen.get(mid))]
             old = _before_window(records, node, since)
-            was = [mid for mid in (old.sources if old else []) if mid not in new and mid in texts.get(old.sources)] \
-                if old else []
-            if kind == "change" and not was:
+            was: list[int] = []
+            if old is not None:
+                known = texts.get(old.sources)
+                before = [mid for mid in old.sources if mid not in new and mid in known]
+                if before:
+                    old_main = _main(old, before, known)
+                    both = store.analyses([main, old_main])
+                    by_writer = not (node.writer_model or "").startswith(f"{MODEL_PREFIX}/")
+                    if backs_change(both.get(main), both.get(old_main), old_main, live[main].text,
+                                    known[old_main].text, verified_chain=by_writer):
+                        was = [old_main]
+            if kind == "change" and old is None:
                 kind = record_kind(node) or "plan"  # a change of nothing the state holds reads as what it is
             score = 1.0 if kind != "task" or node.owner == member.person_id else 0.9
             lines.append(DigestLine(kind, new, node.ts, score, "state", was, node.id))
@@ -243,9 +257,9 @@ def build_digest(store: Store, scope_ids: Sequence[int], member: Member, since: 
     asked = {m.id for m in theirs if (a := acts.get(m.id)) is not None and a.act.kind == "question"
              and a.act.owner == member.person_id}
     maybe = (_naming(store, scope_ids, member) | replies | asked) - used
-    found = texts.get({m.id for m in theirs if m.id in maybe})
+    wanted = texts.get({m.id for m in theirs if m.id in maybe})
     for m in theirs:
-        msg = found.get(m.id)
+        msg = wanted.get(m.id)
         if msg is None:
             continue
         a = acts.get(m.id)
@@ -266,6 +280,12 @@ def build_digest(store: Store, scope_ids: Sequence[int], member: Member, since: 
     shown, more = select(lines, config, show_all=show_all)
     messages = texts.get({mid for ln in shown for mid in ln.cited})
     return Digest(member.person_id, scope_ids, since, until, shown, more, messages, len(window), capped)
+
+
+def _main(node: Record, ids: Sequence[int], live: dict[int, StoredMessage]) -> int:
+    """The message a state node quotes (the one whose words it holds), else its first live source."""
+    same = [mid for mid in ids if " ".join(live[mid].text.split()) == " ".join(node.content.split())]
+    return same[0] if same else ids[0]
 
 
 class _Texts:
