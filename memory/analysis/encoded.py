@@ -25,7 +25,7 @@ from ..encoder.model import Encoder
 from ..people import People
 from .acts import LinearActModel
 from .features import ANSWER_WINDOW, Context, Seen
-from .links import PairLinkModel, roster_of
+from .links import PairLinkModel, link_in_order
 from .owner import owner_of
 from .topic import topic_of
 from .types import ACT_KINDS, LINK_KINDS, STATE_ACTS, Act, History, Link, Turn
@@ -137,10 +137,4 @@ class EncoderLinkModel:
 
     def links(self, turns: Sequence[Turn], acts: Sequence[Act], history: History,
               people: People | None = None) -> list[Link | None]:
-        ctx = Context.of(history, people if people is not None else roster_of(turns, history))
-        out: list[Link | None] = []
-        for t, a in zip(turns, acts):
-            link = self.link(t, a, ctx)
-            out.append(link)
-            ctx.push(t, a, link)
-        return out
+        return link_in_order(self, turns, acts, history, people)

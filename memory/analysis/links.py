@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -52,6 +53,23 @@ def roster_of(turns: Sequence[Turn], history: History) -> People:
     return People(list(seen.values()))
 
 
+class _PairLinker(Protocol):
+    def link(self, turn: Turn, act: Act, ctx: Context) -> Link | None: ...
+
+
+def link_in_order(model: _PairLinker, turns: Sequence[Turn], acts: Sequence[Act], history: History,
+                  people: People | None = None) -> list[Link | None]:
+    """Each turn's link in chat order, every link joining the context the next turn is read against (shared by
+    the linear and the encoder link models)."""
+    ctx = Context.of(history, people if people is not None else roster_of(turns, history))
+    out: list[Link | None] = []
+    for t, a in zip(turns, acts):
+        link = model.link(t, a, ctx)
+        out.append(link)
+        ctx.push(t, a, link)
+    return out
+
+
 class PairLinkModel:
     """The exported pair models; links a scope's new turns, oldest first, to earlier ones."""
 
@@ -71,7 +89,7 @@ class PairLinkModel:
             return None
         x = pair_features(turn, act, cands, ctx)
         recent = min(ANSWER_WINDOW, len(ctx.recent))
-        if act.kind == "change" or (act.is_state and self._change_share(act) >= self.change_share):
+        if act.kind == "change" or (act.is_state and self.change_share_of(act) >= self.change_share):
             states = [i for i, s in enumerate(cands) if s.act is not None and s.act.is_state]
             if states:
                 p = self.models["changes"](x[states])
@@ -114,24 +132,15 @@ class PairLinkModel:
         order = sorted(chosen, key=lambda i: -chosen[i])
         return [(cands[i], {kind: float(probs[kind][i]) for kind in LINK_KINDS}) for i in order]
 
-    def change_share_of(self, act: Act) -> float:
-        """The share of an act's state probability that is "change"."""
-        return self._change_share(act)
-
     @staticmethod
-    def _change_share(act: Act) -> float:
+    def change_share_of(act: Act) -> float:
+        """The share of an act's state probability that is "change"."""
         state = sum(p for k, p in zip(ACT_KINDS, act.probs) if k in STATE_ACTS)
         return act.probs[ACT_KINDS.index("change")] / state if state > 0 else 0.0
 
     def links(self, turns: Sequence[Turn], acts: Sequence[Act], history: History,
               people: People | None = None) -> list[Link | None]:
-        ctx = Context.of(history, people if people is not None else roster_of(turns, history))
-        out: list[Link | None] = []
-        for t, a in zip(turns, acts):
-            link = self.link(t, a, ctx)
-            out.append(link)
-            ctx.push(t, a, link)
-        return out
+        return link_in_order(self, turns, acts, history, people)
 
 
 def load_link_model(path: str | Path = MODEL_PATH) -> PairLinkModel:

@@ -32,6 +32,20 @@ def onnx_model_name(dtype: str) -> str:
     return MiniLMEmbedder.name if dtype == "fp32" else f"{MiniLMEmbedder.name}-{dtype}"
 
 
+def cpu_session_options(threads: int | None = None):  # noqa: ANN201 - onnxruntime is untyped
+    """onnxruntime options for a CPU graph that shares the machine: at most 4 threads, no spinning (a waiting
+    thread must not hold a core the writer or a backfill needs), full graph optimisation, quiet logs."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(threads) if threads else min(os.cpu_count() or 1, 4)
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    return options
+
+
 class OnnxMiniLMEmbedder:
     """all-MiniLM-L6-v2 through onnxruntime's fused BERT kernels; 384-dim unit vectors."""
 
@@ -61,13 +75,8 @@ class OnnxMiniLMEmbedder:
         path = cached_minilm_onnx(dtype, model_dir=directory, cache_dir=cache_dir)
         try:
             self._tokenizer, self.max_seq_length = minilm_tokenizer(directory)
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = int(threads) if threads else min(os.cpu_count() or 1, 4)
-            options.inter_op_num_threads = 1
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.log_severity_level = 3
-            self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            self._session = ort.InferenceSession(str(path), cpu_session_options(threads),
+                                                 providers=["CPUExecutionProvider"])
         except Exception as exc:
             raise EmbeddingError(f"Could not load the ONNX embedding model {path}: {exc}; delete the file to "
                                  "rebuild it from the MiniLM weights.") from exc

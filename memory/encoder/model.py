@@ -8,7 +8,6 @@ trained on) ship in ``memory/models/``; `shipped_encoder` loads them once per pr
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..embeddings.minilm_onnx import cpu_session_options
 from ..errors import ModelMissing
 from .build import assembled
 from .inputs import Encoded, Tokens, batch, encode_pair, span_text
@@ -46,14 +46,9 @@ class Encoder:
         self.rerank_weight = float(meta.get("rerank_weight", 0.25))  # the reranker's share in the reply's order
         self.tokens = Tokens()
         full = assembled(path)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = int(threads) if threads else min(os.cpu_count() or 1, 4)
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
         try:
-            self._session = ort.InferenceSession(str(full), options, providers=["CPUExecutionProvider"])
+            self._session = ort.InferenceSession(str(full), cpu_session_options(threads),
+                                                 providers=["CPUExecutionProvider"])
         except Exception as exc:
             raise ModelMissing(f"could not load the encoder {full}: {exc}; delete it to rebuild it") from exc
 
