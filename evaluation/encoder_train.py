@@ -297,12 +297,8 @@ def train(run: Path, train_q: Sequence[QuestionRows], val_q: Sequence[QuestionRo
         else (s + 1) / warm)
     state: dict[str, Any] = {"step": 0, "epoch": 0, "done_in_epoch": 0, "best": -1.0, "bad": 0, "history": []}
     ckpt = run / "checkpoint.pt"
-    if ckpt.exists():
-        blob = torch.load(ckpt, weights_only=False)
-        model.load_state_dict(blob["model"])
-        optim.load_state_dict(blob["optim"])
-        sched.load_state_dict(blob["sched"])
-        state = blob["state"]
+    if (resumed := resume(ckpt, model, optim, sched)) is not None:
+        state = resumed
         log(f"resumed at step {state['step']} (epoch {state['epoch']}, batch {state['done_in_epoch']})")
     every = max(1, per_epoch // opts.evals_per_epoch)
     model.train()
@@ -337,19 +333,31 @@ def train(run: Path, train_q: Sequence[QuestionRows], val_q: Sequence[QuestionRo
                 else:
                     state["bad"] += 1
             if validate or state["step"] % CHECKPOINT_STEPS == 0:
-                _checkpoint(ckpt, model, optim, sched, state)
+                checkpoint(ckpt, model, optim, sched, state)
             if state["step"] >= total or state["bad"] >= PATIENCE:
                 break
         else:
             state["epoch"] += 1
             state["done_in_epoch"] = 0
-            _checkpoint(ckpt, model, optim, sched, state)
+            checkpoint(ckpt, model, optim, sched, state)
     best = max(state["history"], key=lambda f: f["objective"]) if state["history"] else {}
     (run / "done.json").write_text(json.dumps({"best": best, "steps": state["step"]}, indent=1))
     return best
 
 
-def _checkpoint(path: Path, model: Reader, optim, sched, state: dict) -> None:
+def resume(path: Path, model: nn.Module, optim, sched) -> dict | None:
+    """Load a run's checkpoint into its model, optimiser and schedule; its loop state, or None without one."""
+    if not path.exists():
+        return None
+    blob = torch.load(path, weights_only=False)
+    model.load_state_dict(blob["model"])
+    optim.load_state_dict(blob["optim"])
+    sched.load_state_dict(blob["sched"])
+    return blob["state"]
+
+
+def checkpoint(path: Path, model: nn.Module, optim, sched, state: dict) -> None:
+    """Write a run's model, optimiser, schedule and loop state atomically (what `resume` reads)."""
     tmp = path.with_suffix(".tmp")
     torch.save({"model": model.state_dict(), "optim": optim.state_dict(), "sched": sched.state_dict(),
                 "state": state}, tmp)

@@ -31,7 +31,7 @@ from memory.analysis.types import ACT_KINDS, STATE_ACTS
 from memory.encoder.build import BRANCH
 from memory.encoder.inputs import Encoded, Tokens, encode_two
 
-from .encoder_train import load_weights
+from .encoder_train import checkpoint, load_weights, resume
 from .heads_data import ActRow, LinkRow
 
 PATIENCE = 2
@@ -191,12 +191,8 @@ def train(run: Path, reader: Path, acts: Sequence[ActRow], links: Sequence[LinkR
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: max(0.0, 1.0 - s / max(1, total)))
     state: dict[str, Any] = {"step": 0, "epoch": 0, "best": -1.0, "bad": 0, "history": []}
     ckpt = run / "checkpoint.pt"
-    if ckpt.exists():
-        blob = torch.load(ckpt, weights_only=False)
-        model.load_state_dict(blob["model"])
-        optim.load_state_dict(blob["optim"])
-        sched.load_state_dict(blob["sched"])
-        state = blob["state"]
+    if (resumed := resume(ckpt, model, optim, sched)) is not None:
+        state = resumed
         log(f"resumed at step {state['step']}")
     every = max(1, per_epoch // opts.evals_per_epoch)
     t0 = time.time()
@@ -234,10 +230,7 @@ def train(run: Path, reader: Path, acts: Sequence[ActRow], links: Sequence[LinkR
                 else:
                     state["bad"] += 1
             if validate or state["step"] % CHECKPOINT_STEPS == 0:
-                tmp = ckpt.with_suffix(".tmp")
-                torch.save({"model": model.state_dict(), "optim": optim.state_dict(), "sched": sched.state_dict(),
-                            "state": state}, tmp)
-                tmp.replace(ckpt)
+                checkpoint(ckpt, model, optim, sched, state)
             if state["step"] >= total or state["bad"] >= PATIENCE:
                 break
         else:
