@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from memory.embeddings.minilm import default_model_dir
-from memory.encoder.inputs import Encoded, Tokens, encode_pair, span_text, span_tokens
+from memory.encoder.inputs import Encoded, Tokens, batch, encode_pair, span_text, span_tokens
 from memory.encoder.model import best_span
 
 from .reader_data import QuestionRows
@@ -172,16 +172,9 @@ def batches(items: Sequence[Item], opts: Options, rng: random.Random) -> list[li
 
 def tensors(items: Sequence[Item], idx: Sequence[int], pad: int) -> dict[str, torch.Tensor]:
     rows = [items[i] for i in idx]
-    n = max(len(r.enc.ids) for r in rows)
-    ids = torch.full((len(rows), n), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), n), dtype=torch.long)
-    types = torch.zeros((len(rows), n), dtype=torch.long)
-    cand = torch.zeros((len(rows), n), dtype=torch.bool)
+    ids, mask, types = (torch.from_numpy(x) for x in batch([r.enc for r in rows], pad))
+    cand = torch.zeros(ids.shape, dtype=torch.bool)
     for k, r in enumerate(rows):
-        m = len(r.enc.ids)
-        ids[k, :m] = torch.tensor(r.enc.ids)
-        mask[k, :m] = 1
-        types[k, :m] = torch.tensor(r.enc.types)
         cand[k, r.enc.cand_start:r.enc.cand_end] = True
     return {"ids": ids, "mask": mask, "types": types, "cand": cand,
             "label": torch.tensor([max(r.label, 0) for r in rows], dtype=torch.float32),

@@ -29,7 +29,7 @@ from torch import nn
 from memory.analysis.encoded import HEAD_LINKS
 from memory.analysis.types import ACT_KINDS, STATE_ACTS
 from memory.encoder.build import BRANCH
-from memory.encoder.inputs import Encoded, Tokens, encode_two
+from memory.encoder.inputs import Encoded, Tokens, batch, encode_two
 
 from .encoder_train import checkpoint, load_weights, resume
 from .heads_data import ActRow, LinkRow
@@ -101,14 +101,7 @@ def encode(tokens: Tokens, acts: Sequence[ActRow], links: Sequence[LinkRow]
 
 
 def _tensors(rows: Sequence[Encoded], pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    n = max(len(r.ids) for r in rows)
-    ids = torch.full((len(rows), n), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), n), dtype=torch.long)
-    types = torch.zeros((len(rows), n), dtype=torch.long)
-    for k, r in enumerate(rows):
-        ids[k, :len(r.ids)] = torch.tensor(r.ids)
-        mask[k, :len(r.ids)] = 1
-        types[k, :len(r.ids)] = torch.tensor(r.types)
+    ids, mask, types = (torch.from_numpy(x) for x in batch(rows, pad))
     return ids, mask, types
 
 
