@@ -96,7 +96,7 @@ class AnalysisSettings(Section):
                           "language model is used.")
     encoder: bool = Field(True, description="Read each message's act and links with the fine-tuned encoder's heads "
                           "as well as the linear models, when the shipped encoder carries them (`chorus train "
-                          "heads` adds them; encoder-v1 does not, so the linear models read alone).")
+                          "heads` adds them; encoder-v2 does not, so the linear models read alone).")
 
 
 class PersonaSettings(Section):

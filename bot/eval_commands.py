@@ -170,25 +170,29 @@ def train_reranker(args: argparse.Namespace, settings: Settings) -> int:
 
 def train_answer(args: argparse.Namespace, settings: Settings) -> int:
     """Fine-tune the reader (the encoder's answers and span heads): the leave-one-dataset-out runs, the shipped
-    run, their held-out reports, and the shipped int8 graph with its metadata (memory/models/encoder-v1.*)."""
+    run, their held-out reports, and the shipped int8 graph with its metadata (memory/models/encoder-v2.*)."""
     try:
         import torch  # noqa: F401  (the train extra)
         import transformers  # noqa: F401
     except ImportError as exc:
         raise ChorusError(f"training needs the `train` extra ({exc}); install it with pip install -e '.[train]'") \
             from None
-    from evaluation.reader_train import RUNS, evaluate_run, recipe, run, ship
+    from evaluation.reader_train import RUNS, SHIPPED, evaluate_run, recipe, run, ship
 
     out = Path(args.out)
     emb = load_embedder_from(settings)
-    names = [n for n in RUNS if n != "all"] + ["all"] if not args.run else [args.run]
+    names = list(RUNS) if not args.run else [args.run]  # in order: a run comes after the one it starts from
     for name in names:
         if not args.evaluate_only:
             run(name, out, emb, recipe(name, out, args.epochs), log=lambda m: print(m, flush=True))
         evaluate_run(name, out, emb, log=lambda m: print(m, flush=True))
-    if "all" in names:
+    if SHIPPED in names:
         for path in ship(out, Path(args.models)):
             print(f"written {path}")
+        from evaluation.about_choice import main as choose_about
+
+        chosen = choose_about(["--models", str(args.models), "--write"])
+        print(f"about_p {chosen['about_p']} (each member / who hasn't, {chosen['questions']} held-apart questions)")
     return 0
 
 

@@ -40,6 +40,7 @@ from memory.embeddings.minilm import default_model_dir
 from memory.encoder.inputs import Encoded, Tokens, batch, encode_pair, span_text, span_tokens
 from memory.encoder.model import best_span
 
+from .question_forms import form_weights
 from .reader_data import QuestionRows
 from .reader_metrics import auc, exact, token_f1
 
@@ -63,6 +64,7 @@ class Options:
     seed: int = 13
     evals_per_epoch: int = 1
     init: str = ""  # weights (save_weights) to start from instead of the base MiniLM
+    balance_forms: bool = False  # weigh down labelled unanswerables where they outnumber a question form's answerables
 
 
 @dataclass
@@ -74,6 +76,7 @@ class Item:
     start: int  # span start token (-1: no span target)
     end: int
     q: int  # index of its question
+    weight: float = 1.0  # its question's weight in the loss
 
 
 class Reader(nn.Module):
@@ -179,7 +182,7 @@ def tensors(items: Sequence[Item], idx: Sequence[int], pad: int) -> dict[str, to
     return {"ids": ids, "mask": mask, "types": types, "cand": cand,
             "label": torch.tensor([max(r.label, 0) for r in rows], dtype=torch.float32),
             "start": torch.tensor([r.start for r in rows]), "end": torch.tensor([r.end for r in rows]),
-            "q": torch.tensor([r.q for r in rows])}
+            "q": torch.tensor([r.q for r in rows]), "w": torch.tensor([r.weight for r in rows])}
 
 
 def loss_of(model: Reader, t: dict[str, torch.Tensor], opts: Options) -> tuple[torch.Tensor, dict[str, float]]:
@@ -188,14 +191,16 @@ def loss_of(model: Reader, t: dict[str, torch.Tensor], opts: Options) -> tuple[t
     candidates it has; the span loss reads the answering rows whose words are known."""
     logit, start, end = model(t["ids"], t["mask"], t["types"])
     qs = t["q"]
-    losses = []
+    losses, weights = [], []
     for q in torch.unique(qs):
         rows = (qs == q).nonzero(as_tuple=True)[0]
         scores = torch.cat([model.none.view(1), logit[rows]])
         logp = torch.log_softmax(scores, dim=0)
         pos = t["label"][rows] > 0
         losses.append(-torch.logsumexp(logp[1:][pos], 0) if bool(pos.any()) else -logp[0])
-    listwise = torch.stack(losses).mean()
+        weights.append(t["w"][rows[0]])
+    w = torch.stack(weights)
+    listwise = (torch.stack(losses) * w).sum() / w.sum()
     has = t["start"] >= 0
     span = torch.zeros(())
     if bool(has.any()):
@@ -270,6 +275,12 @@ def train(run: Path, train_q: Sequence[QuestionRows], val_q: Sequence[QuestionRo
     torch.manual_seed(opts.seed)
     tokens = Tokens()
     items = encode_rows(tokens, train_q, train=True)
+    if opts.balance_forms:
+        by_q = form_weights(train_q)
+        for it in items:
+            it.weight = by_q[it.q]
+        log(f"question forms balanced: {sum(w < 1 for w in by_q)} labelled unanswerables weighed down "
+            f"(mean weight {np.mean([w for w in by_q if w < 1] or [1.0]):.2f})")
     val_items = encode_rows(tokens, val_q, train=False)
     log(f"{len(items)} training rows ({sum(i.label == 1 for i in items)} positive, "
         f"{sum(i.start >= 0 for i in items)} with a span), {len(val_items)} validation rows")

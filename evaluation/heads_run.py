@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from memory.encoder.model import VERSION
+
 from .heads_data import ActRow, LinkRow, build, smb_chats
 from .heads_train import HeadOptions, sample_links, train
 from .reader_train import is_validation
@@ -115,7 +117,7 @@ def _memo(enc) -> None:
     enc.classify = cached
 
 
-def ship(reader_run: Path, out: Path, models: Path, chosen: dict, version: str = "encoder-v1") -> list[Path]:
+def ship(reader_run: Path, out: Path, models: Path, chosen: dict, version: str = VERSION) -> list[Path]:
     """The shipped encoder rebuilt with the analysis heads, and its metadata's ``analysis`` section."""
     from memory.encoder.build import export
 

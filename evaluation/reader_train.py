@@ -13,23 +13,33 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from memory.encoder.model import VERSION
+
 from .encoder_train import Options, train
 from .reader_data import QuestionRows, cached_rows
 from .reader_labels import SOURCES, LabelledConversation, load
 
 RUNS = {"without-friendsqa": ("chats", "socialmem"), "without-socialmem": ("chats", "friendsqa"),
-        "all": SOURCES}
+        "all": SOURCES, "all-balanced": SOURCES}
+SHIPPED = "all"  # the run `chorus train answer` ships
 # How each run is trained. The shipped run starts from the without-friendsqa run's weights and reads everything
 # once more at half the rate: one pass costs ~90 min on two cores where three from MiniLM cost ~4.5 h, and the
-# starting run had already learned the task (docs/replies.md has both runs' figures).
+# starting run had already learned the task (docs/replies.md has both runs' figures). all-balanced reads it all
+# once more from the shipped run with question forms balanced (encoder_train.form_weights).
+STARTS_FROM = {"all": "without-friendsqa", "all-balanced": "all"}
+
+
 def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
     if name == "all":
         return Options(epochs=epochs or 1.0, lr=2e-5, warmup=0.03,
-                       init=str(out / "without-friendsqa" / "best.safetensors"))
+                       init=str(out / STARTS_FROM[name] / "best.safetensors"))
+    if name == "all-balanced":
+        return Options(epochs=epochs or 1.0, lr=1e-5, warmup=0.03, balance_forms=True,
+                       init=str(out / STARTS_FROM[name] / "best.safetensors"))
     return Options(epochs=epochs or 4.0)
 
 
-HELD_OUT = {"without-friendsqa": "friendsqa", "without-socialmem": "socialmem", "all": None}
+HELD_OUT = {"without-friendsqa": "friendsqa", "without-socialmem": "socialmem", "all": None, "all-balanced": None}
 
 
 def is_validation(conversation: str) -> bool:
@@ -104,8 +114,16 @@ def evaluate_run(name: str, out: Path, embedder, log=print) -> dict:
     return report
 
 
-def ship(out: Path, models: Path, version: str = "encoder-v1", run_name: str = "all") -> list[Path]:
-    """Copy one run's graph (``all`` by default) into ``models`` with its metadata: threshold, order weight,
+def rebuild(run_name: str) -> str:
+    """The commands that retrain ``run_name`` from the repository's data, the runs it starts from first."""
+    chain = [run_name]
+    while chain[0] in STARTS_FROM:
+        chain.insert(0, STARTS_FROM[chain[0]])
+    return " && ".join(["pip install -e '.[train]'"] + [f"chorus train answer --run {r}" for r in chain])
+
+
+def ship(out: Path, models: Path, version: str = VERSION, run_name: str = SHIPPED) -> list[Path]:
+    """Copy one run's graph (`SHIPPED` by default) into ``models`` with its metadata: threshold, order weight,
     the held-out figures of every finished run, what it was trained on and how to rebuild it."""
     import shutil
 
@@ -121,7 +139,7 @@ def ship(out: Path, models: Path, version: str = "encoder-v1", run_name: str = "
             "options": json.loads((out / run_name / "options.json").read_text()),
             "figures": {name: json.loads(p.read_text()) for name in RUNS
                         if (p := out / name / "report.json").exists()},
-            "rebuild": f"pip install -e '.[train]' && chorus train answer --run {run_name}"}
+            "rebuild": rebuild(run_name)}
     path = models / f"{version}.json"
     path.write_text(json.dumps(meta, indent=1) + "\n")
     return [graph, path]

@@ -40,9 +40,6 @@ def test_the_decision_reads_above_the_message_that_asked_for_one():
     assert "river" in decided.span and decided.span in "Decision: pizza by the river, Friday the 14th at 7pm."
 
 
-@pytest.mark.xfail(strict=True, reason="encoder-v1 reads Leo's vote for the Thai place as answering (P 0.997) above "
-                   "the decision (0.973); docs/reader.md, known weaknesses. Strict: a model that fixes it must "
-                   "turn this back into a plain test.")
 def test_the_reply_leads_with_the_answer_in_the_message_s_own_words(demo):
     reply = demo.ask(KEY, "where are we having dinner?")
     lead = reply.text.split("\n")[0]

@@ -62,3 +62,17 @@ def test_the_shipped_file_leaves_out_the_word_table_and_gets_it_back(tmp_path):
     assert assembled(shipped, cache_dir=tmp_path) == full  # built once, then read from the cache
     with pytest.raises(ModelMissing, match="chorus train answer"):
         assembled(tmp_path / "nope.onnx", cache_dir=tmp_path)
+
+
+def test_the_shipped_metadata_carries_the_choices_the_reply_reads():
+    """Threshold, order weight and each-member floor come from the model's metadata, chosen in training."""
+    import json
+
+    from memory.encoder.model import shipped_encoder
+
+    meta = json.loads((MODELS / f"{VERSION}.json").read_text())
+    enc = shipped_encoder()
+    assert (enc.threshold, enc.rerank_weight, enc.about_p) == (meta["threshold"], meta["rerank_weight"],
+                                                               meta["about_p"])
+    assert 0 < enc.threshold < enc.about_p < 1
+    assert "chorus train answer --run" in meta["rebuild"] and meta["about_choice"]["questions"] > 0

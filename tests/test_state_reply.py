@@ -103,9 +103,6 @@ def test_what_did_we_decide_lists_the_heads(tmp_path, embedder, question):
     store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="encoder-v1 does not decline this near miss (best P 0.088, threshold 0.0029: "
-                   "about half of near misses pass it, docs/reader.md), so the evidence reply reads the quiz chain. "
-                   "Strict: a model that declines it must turn this back into a plain test.")
 def test_a_question_that_only_shares_a_word_with_a_plan_does_not_read_its_chain(tmp_path, embedder):
     """"The hall" is in the quiz's change, but parking is never discussed: no "where it stands now" reply."""
     store, answerer, sids = world(tmp_path, embedder, QUIZ)

@@ -21,7 +21,7 @@ from .build import assembled
 from .inputs import Encoded, Tokens, batch, encode_pair, span_text
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
-VERSION = "encoder-v1"
+VERSION = "encoder-v2"
 MAX_SPAN_TOKENS = 30
 BATCH_TOKENS = 2048
 
@@ -44,6 +44,9 @@ class Encoder:
         self.version = str(meta.get("version", path.stem))
         self.threshold = float(meta.get("threshold", 0.5))
         self.rerank_weight = float(meta.get("rerank_weight", 0.25))  # the reranker's share in the reply's order
+        # A message of a discussion speaks to the question at this P or above (each member, who hasn't). Not the
+        # decline threshold, which asks whether the best of ten answers: chosen per model on held-apart chats.
+        self.about_p = float(meta.get("about_p", 0.5))
         self.tokens = Tokens()
         full = assembled(path)
         try:

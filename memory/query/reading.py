@@ -25,9 +25,6 @@ from .candidates import Candidate
 READ = 10  # the reranker's best candidates the reader reads (docs/replies.md: gold in the top 10, its cost)
 ABOUT_READ = 40  # the most messages of a discussion read for an each-member or who-hasn't reply
 ABOUT_COSINE = 0.2  # ... those that share a topic word with the question or are at least this close
-# A read message speaks to the question when the reader gives it at least this P(answers). Not the decline
-# threshold: that one asks whether the best of ten answers; this asks it of each message (docs/replies.md).
-ABOUT_P = 0.5
 
 
 @dataclass
@@ -68,10 +65,11 @@ def judge(encoder: Encoder, question: str, cands: Sequence[Candidate], order: Se
 
 
 def about(encoder: Encoder, q: Question, msgs: Sequence[StoredMessage], weights: dict[str, float],
-          sims: dict[int, float]) -> dict[int, float]:
+          sims: dict[int, float], floor: float | None = None) -> dict[int, float]:
     """Message id -> P(it speaks to the question) for the messages of a discussion the reader reads that reach
-    `ABOUT_P`. Read are those that share a topic word with the question or are loosely close in meaning, at most
-    `ABOUT_READ` (the closest first): an each-member reply reads a discussion, not a log."""
+    ``floor`` (the model's own `Encoder.about_p` by default). Read are those that share a topic word with the
+    question or are loosely close in meaning, at most `ABOUT_READ` (the closest first): an each-member reply
+    reads a discussion, not a log."""
     from ..query.candidates import coverage
 
     def closeness(m: StoredMessage) -> float:
@@ -93,4 +91,5 @@ def about(encoder: Encoder, q: Question, msgs: Sequence[StoredMessage], weights:
         pairs.append((candidate_text(ctx.author_name, ctx.text) if ctx is not None else "",
                       candidate_text(m.author_name, m.text)))
     readings = encoder.read(q.text, pairs)
-    return {m.id: r.p for m, r in zip(pool, readings) if r.p >= ABOUT_P}
+    least = encoder.about_p if floor is None else floor
+    return {m.id: r.p for m, r in zip(pool, readings) if r.p >= least}
