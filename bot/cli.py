@@ -80,6 +80,7 @@ EVAL: tuple[CliCommand, ...] = (
         Arg("--acts", "act model file (default: the shipped memory/models/acts-v2.json)"),
         Arg("--links", "link model file (default: the shipped memory/models/links-v2.json)"),
         Arg("--no-old", "skip the old group-act classifier", type=bool),
+        Arg("--encoder", "folder holding a candidate encoder with analysis heads (default: the shipped one)"),
         Arg("--out", default="out/eval"))),
     Command("speaker-levenshtein", "compare the records of two stores (writer A vs B)",
             eval_commands.eval_speaker_levenshtein, (

@@ -104,7 +104,8 @@ def eval_acts(args: argparse.Namespace, settings: Settings) -> int:
     systems = {f"{act_model.version} + {link_model.version}": new_system(act_model, link_model)}
     from memory.analysis.shipped import with_heads
 
-    heads = with_heads(act_model, link_model)  # the encoder's heads over these linear models, when shipped
+    # the encoder's heads over these linear models, when the (shipped or named) encoder has them
+    heads = with_heads(act_model, link_model, Path(args.encoder) if args.encoder else None)
     if heads is not None:
         systems[f"{heads[0].version} + {heads[1].version}"] = new_system(*heads)
     if not args.no_old:

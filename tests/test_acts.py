@@ -80,6 +80,30 @@ def test_shipped_models_load_and_say_what_they_are():
     assert json.loads((models / "acts-v2.json").read_text())["trained_on"]
 
 
+def test_the_encoder_models_wrap_the_linear_ones_only_where_the_encoder_has_heads(tmp_path):
+    """`chorus eval acts --encoder DIR` scores a candidate encoder; one without the analysis heads (the shipped
+    encoder-v2) or none at all leaves the linear models alone."""
+    import shutil
+
+    from memory.analysis.shipped import linear_models, with_heads
+    from memory.encoder.model import MODELS, VERSION
+
+    act, link = linear_models()
+    assert with_heads(act, link, tmp_path / "nothing here") is None
+    shutil.copy(MODELS / f"{VERSION}.onnx", tmp_path)
+    meta = json.loads((MODELS / f"{VERSION}.json").read_text())
+    (tmp_path / f"{VERSION}.json").write_text(json.dumps(meta))
+    assert with_heads(act, link, tmp_path) is None  # no "analysis" section: no heads
+    meta["analysis"] = {"act_weight": 0.25, "act_threshold": 0.3, "link_thresholds": {"answers": 0.7,
+                                                                                       "confirms": 0.7}}
+    other = tmp_path / "with"
+    other.mkdir()
+    shutil.copy(MODELS / f"{VERSION}.onnx", other)
+    (other / f"{VERSION}.json").write_text(json.dumps(meta))
+    wrapped = with_heads(act, link, other)
+    assert wrapped is not None and wrapped[0].version.endswith("+acts-v2") and wrapped[1].linear is link
+
+
 def test_a_settled_choice_is_a_decision_for_the_group(embed, people):
     # A scope with a past (earlier acts), as a live one has; with none at all the model is less sure
     # (docs/analysis.md: a scope's first acts are read with no earlier act to compare them with).

@@ -7,6 +7,7 @@ read the text itself and lean on the linear ones for their shortlist, owner and 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from ..errors import AnalysisError, ModelMissing
 from .types import ActModel, LinkModel
@@ -37,14 +38,16 @@ def shipped_models(*, encoder: bool = True) -> tuple[ActModel, LinkModel]:
         return _loaded[encoder]
 
 
-def with_heads(acts: ActModel, links: LinkModel) -> tuple[ActModel, LinkModel] | None:
+def with_heads(acts: ActModel, links: LinkModel, folder: Path | None = None) -> tuple[ActModel, LinkModel] | None:
+    """The encoder models over ``acts`` and ``links`` when the encoder (shipped, or the one in ``folder``) carries
+    the analysis heads; None when it does not."""
     from ..encoder.model import shipped_encoder
     from .acts import LinearActModel
     from .encoded import EncoderActModel, EncoderLinkModel
     from .links import PairLinkModel
 
     try:
-        enc = shipped_encoder()
+        enc = shipped_encoder(folder)
     except ModelMissing:
         return None
     heads = enc.meta.get("analysis")
