@@ -12,6 +12,7 @@ and the caller falls back to a decline that names nothing.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _AUX = {
@@ -27,6 +28,8 @@ _NEG = {"n't", "not", "never", "nt"}
 _WH_TAGS = {"WDT", "WP", "WP$", "WRB"}
 _FILLERS = {"so", "and", "ok", "okay", "hey", "um", "uh", "but", "then", "also", "oh", "well", "wait", ","}
 _DO_TENSE = {"did": "VBD", "does": "VBZ"}
+# A clitic the tokenizer split off and that stays as written goes back onto its word: "they 'd" -> "they'd".
+_CLITIC = re.compile(r" ((?:n['’]t|['’](?:s|d|ll|re|ve|m)))(?=\W|$)", re.I)
 
 
 def indirect(doc: Any) -> str | None:
@@ -49,7 +52,7 @@ def indirect(doc: Any) -> str | None:
     if words[0][:1].isupper() and toks[0].tag_ != "NNP" and words[0] != "I":
         words[0] = words[0][0].lower() + words[0][1:]
     out = " ".join(_PERSON.get(w.lower(), w) if w.lower() in _PERSON else w for w in words)
-    return out.replace(" n't", "n't").replace(" 's", "'s").replace(" ,", ",").strip() or None
+    return _CLITIC.sub(r"\1", out).replace(" ,", ",").strip() or None
 
 
 def _wh(doc: Any, toks: list) -> list[str] | None:

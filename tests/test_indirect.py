@@ -23,6 +23,9 @@ from memory.indirect import indirect
     ("who hasnt paid yet?", "who hasn't paid yet"),
     ("what does everyone think about the Thai place?", "what everyone thinks about the Thai place"),
     ("What did Ross want to name his son?", "what Ross wanted to name his son"),
+    ("did anyone say they'd be late?", "whether anyone said they'd be late"),
+    ("what did Leo say he'll bring?", "what Leo said he'll bring"),
+    ("who said we're out of cups?", "who said we're out of cups"),
 ])
 def test_questions_become_the_clause_a_decline_names(question, clause):
     assert indirect(nlp.doc(question)) == clause
