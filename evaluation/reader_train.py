@@ -27,16 +27,14 @@ SHIPPED = "all"  # the run `chorus train answer` ships
 # starting run had already learned the task (docs/replies.md has both runs' figures). all-balanced reads it all
 # once more from the shipped run with question forms balanced (encoder_train.form_weights).
 STARTS_FROM = {"all": "without-friendsqa", "all-balanced": "all"}
+CONTINUED = {"all": {"lr": 2e-5}, "all-balanced": {"lr": 1e-5, "balance_forms": True}}  # what each such run changes
 
 
 def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
-    if name == "all":
-        return Options(epochs=epochs or 1.0, lr=2e-5, warmup=0.03,
-                       init=str(out / STARTS_FROM[name] / "best.safetensors"))
-    if name == "all-balanced":
-        return Options(epochs=epochs or 1.0, lr=1e-5, warmup=0.03, balance_forms=True,
-                       init=str(out / STARTS_FROM[name] / "best.safetensors"))
-    return Options(epochs=epochs or 4.0)
+    if name not in STARTS_FROM:
+        return Options(epochs=epochs or 4.0)
+    return Options(epochs=epochs or 1.0, warmup=0.03, init=str(out / STARTS_FROM[name] / "best.safetensors"),
+                   **CONTINUED[name])
 
 
 HELD_OUT = {"without-friendsqa": "friendsqa", "without-socialmem": "socialmem", "all": None, "all-balanced": None}
