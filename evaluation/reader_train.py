@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from memory.encoder.model import VERSION
 
@@ -27,7 +28,8 @@ SHIPPED = "all"  # the run `chorus train answer` ships
 # starting run had already learned the task (docs/replies.md has both runs' figures). all-balanced reads it all
 # once more from the shipped run with question forms balanced (encoder_train.form_weights).
 STARTS_FROM = {"all": "without-friendsqa", "all-balanced": "all"}
-CONTINUED = {"all": {"lr": 2e-5}, "all-balanced": {"lr": 1e-5, "balance_forms": True}}  # what each such run changes
+# what each such run changes
+CONTINUED: dict[str, dict[str, Any]] = {"all": {"lr": 2e-5}, "all-balanced": {"lr": 1e-5, "balance_forms": True}}
 
 
 def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
