@@ -78,6 +78,14 @@ def test_questions_to_the_bot_are_never_evidence(demo_bot):
     assert "alice" not in [p.person_id for p in bot.store.roster(sid)]  # asking does not make a member
 
 
+def test_a_mention_is_not_counted_as_the_chat_using_its_words(demo_bot):
+    """"late" occurs in one chat message; the @mention that asks holds it too but is never indexed, so taking
+    the mention out of the counts must not leave the chat without the word (an off-topic decline)."""
+    bot, chat, out = demo_bot
+    text = ask(chat, out, "@chorus did anyone say they'd be late?")
+    assert "an hour late" in text.split("[1]")[0] and "doesn't say" not in text, text
+
+
 def test_bot_traffic_is_not_writer_input(demo_bot):
     from memory.llm.fake import ScriptedLLM
     from memory.writer.writer import Writer

@@ -326,6 +326,8 @@ class Answerer:
         df = dict((stats if stats is not None else self.doc_freqs(scope_ids, stems))[1])
         if exclude:
             for m in self.store.messages(sorted(exclude)):
+                if m.to_bot:  # questions to the bot are never indexed, so they were never counted
+                    continue
                 for s in set(content_stems(m.text)) & set(df):
                     df[s] -= 1
         return sum(1 for s in stems if df.get(s, 0) > 0) / len(stems)
