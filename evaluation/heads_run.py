@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def choose(out: Path, graph: Path, embedder, log=print) -> dict:
              if (Path("evaluation/data/train") / f"{c}.json").exists()]
     acts, links = load_act_model(), load_link_model()
     loose = {"answers": 0.5, "confirms": 0.5}
-    grid = []
+    grid: list[dict[str, Any]] = []
     for w in (0.1, 0.25, 0.5, 0.75, 1.0):
         for t in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
             am, lm = EncoderActModel(acts, enc, weight=w, threshold=t), EncoderLinkModel(links, enc, thresholds=loose)
