@@ -21,15 +21,18 @@ from .reader_data import QuestionRows, cached_rows
 from .reader_labels import SOURCES, LabelledConversation, load
 
 RUNS = {"without-friendsqa": ("chats", "socialmem"), "without-socialmem": ("chats", "friendsqa"),
-        "all": SOURCES, "all-balanced": SOURCES}
+        "all": SOURCES, "all-balanced": SOURCES, "all-forms": SOURCES}
 SHIPPED = "all"  # the run `chorus train answer` ships
 # How each run is trained. The shipped run starts from the without-friendsqa run's weights and reads everything
 # once more at half the rate: one pass costs ~90 min on two cores where three from MiniLM cost ~4.5 h, and the
 # starting run had already learned the task (docs/replies.md has both runs' figures). all-balanced reads it all
-# once more from the shipped run with question forms balanced (encoder_train.form_weights).
-STARTS_FROM = {"all": "without-friendsqa", "all-balanced": "all"}
+# once more from the shipped run with question forms balanced (encoder_train.form_weights); all-forms reads it
+# all once more from the shipped run, unweighted, with the forms round's answerable questions in the data
+# (evaluation/data/LABELLING.md, Part A2).
+STARTS_FROM = {"all": "without-friendsqa", "all-balanced": "all", "all-forms": "all"}
 # what each such run changes
-CONTINUED: dict[str, dict[str, Any]] = {"all": {"lr": 2e-5}, "all-balanced": {"lr": 1e-5, "balance_forms": True}}
+CONTINUED: dict[str, dict[str, Any]] = {"all": {"lr": 2e-5}, "all-balanced": {"lr": 1e-5, "balance_forms": True},
+                                        "all-forms": {"lr": 1e-5}}
 
 
 def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
@@ -39,7 +42,8 @@ def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
                    **CONTINUED[name])
 
 
-HELD_OUT = {"without-friendsqa": "friendsqa", "without-socialmem": "socialmem", "all": None, "all-balanced": None}
+HELD_OUT = {"without-friendsqa": "friendsqa", "without-socialmem": "socialmem", "all": None, "all-balanced": None,
+            "all-forms": None}
 
 
 def is_validation(conversation: str) -> bool:
