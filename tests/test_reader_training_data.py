@@ -43,3 +43,20 @@ def test_the_floor_counts_wrong_silences_and_wrong_speakers_and_picks_the_fewest
     assert errors(rows, 0.01) == {"false_silent": 0, "false_spoke": 2}  # cy (first), ana (second) over-counted
     chosen, table = choose(rows)
     assert chosen == 0.3 and sum(table["0.25"].values()) == 0  # ties go to the higher floor
+
+
+def test_quotes_beside_the_lead_follow_the_reply_order_and_the_floor():
+    from evaluation.quote_support import extras, table
+    from evaluation.reader_data import Row
+    from evaluation.reader_eval import Scored
+
+    rows = [Row("a", "A: x", "", 0, rank=0, rerank=1.0), Row("b", "B: y", "", 1, rank=1, rerank=0.0),
+            Row("c", "C: z", "", 0, rank=2, rerank=0.0), Row("d", "D: w", "", 1, rank=3, rerank=-1.0)]
+    q = QuestionRows("q1", "chats", "c1", "when?", "answerable", "when", False, rows)
+    s = Scored(q, [0.2, 0.95, 0.6, 0.3], ["", "", "", ""])
+    # the lead is b (highest logit), then c and d by P, a last; the floor drops what is below it
+    assert extras(s, 0.0, 0.25) == [2, 3]
+    assert extras(s, 0.0, 0.5) == [2]
+    assert extras(s, 0.0, 0.99) == []
+    low, high = table([s], 0.0, (0.25, 0.5))
+    assert (low["quotes"], low["supporting"]) == (2, 1) and (high["quotes"], high["supporting"]) == (1, 0)
