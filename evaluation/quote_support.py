@@ -20,7 +20,6 @@ from memory.embeddings.minilm_onnx import OnnxMiniLMEmbedder
 from memory.encoder.model import shipped_encoder
 
 from .reader_eval import Scored, score
-from .reader_train import RUNS, rows_for
 
 FLOORS = (0.1, 0.25, 0.5, 0.75, 0.9)
 BESIDE = 2  # the reply shows at most three quotes: the lead and two more
@@ -48,6 +47,8 @@ def table(scored: Sequence[Scored], weight: float, floors: Sequence[float]) -> l
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    from .reader_train import RUNS, rows_for  # the train extra's modules: only the command needs them
+
     run = args[0] if args else "all"
     enc = shipped_encoder()
     _, rows = rows_for(RUNS[run], OnnxMiniLMEmbedder())
