@@ -14,12 +14,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from memory.embeddings.minilm_onnx import OnnxMiniLMEmbedder
 from memory.encoder.model import shipped_encoder
 
-from .reader_eval import Scored, score
+from .reader_eval import Scored, reply_order, score
 
 FLOORS = (0.1, 0.25, 0.5, 0.75, 0.9)
 BESIDE = 2  # the reply shows at most three quotes: the lead and two more
@@ -27,9 +25,7 @@ BESIDE = 2  # the reply shows at most three quotes: the lead and two more
 
 def extras(s: Scored, weight: float, floor: float) -> list[int]:
     """The read rows the reply would quote beside the lead at ``floor``, in its order."""
-    key = [np.log(max(p, 1e-6) / max(1 - p, 1e-6)) + weight * r.rerank for p, r in zip(s.probs, s.read)]
-    order = sorted(range(len(s.read)), key=lambda i: -key[i])
-    return [i for i in order[1:] if s.probs[i] >= floor][:BESIDE]
+    return [i for i in reply_order(s, weight)[1:] if s.probs[i] >= floor][:BESIDE]
 
 
 def table(scored: Sequence[Scored], weight: float, floors: Sequence[float]) -> list[dict]:

@@ -66,13 +66,19 @@ def score(encoder: Encoder, questions: Sequence[QuestionRows], read: int = READ)
     return out
 
 
+def reply_order(s: Scored, weight: float) -> list[int]:
+    """The read rows in the reply's order: the reader's logit plus the reranker's score at ``weight`` (ties keep
+    the reranker's order, as memory/query/reading.judge does)."""
+    logits = [np.log(max(p, 1e-6) / max(1 - p, 1e-6)) + weight * r.rerank for p, r in zip(s.probs, s.read)]
+    return sorted(range(len(logits)), key=lambda i: -logits[i])
+
+
 def hit_at_1(s: Scored, weight: float) -> bool | None:
     """Whether the reader's first candidate answers (None: the question has no answer among the read)."""
     rows = s.read
     if not any(r.label == 1 for r in rows):
         return None
-    logits = [np.log(max(p, 1e-6) / max(1 - p, 1e-6)) + weight * r.rerank for p, r in zip(s.probs, rows)]
-    return rows[int(np.argmax(logits))].label == 1
+    return rows[reply_order(s, weight)[0]].label == 1
 
 
 def figures(scored: Sequence[Scored], threshold: float, weight: float) -> dict[str, float]:
