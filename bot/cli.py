@@ -72,6 +72,7 @@ EVAL: tuple[CliCommand, ...] = (
         Arg("--own", "our catch-up set (SocialMemBench format with a 'catchup' block)", default="tests/data/catchup"),
         Arg("--data", "SocialMemBench folder or file (default: the shared data's)"),
         Arg("--lodo", "choose the digest's constants on one set and score them on the other", type=bool),
+        Arg("--encoder", "read the chats with the act and link heads of the encoder in this folder (a candidate)"),
         Arg("--out", default="out/eval"))),
     Command("acts", "the analysis pass's act and link models on labelled chats, beside the old group-act classifier",
             eval_commands.eval_acts, (
@@ -114,6 +115,11 @@ BENCH: tuple[CliCommand, ...] = (  # run by their parent's handler: the benchmar
                                               default=50), BENCH_OUT)),
     Command("search", "hybrid search latency vs numpy and rank-bm25", args=(
         Arg("--sizes", default="10000,100000"), Arg("--queries", type=int, default=100), BENCH_OUT)),
+    Command("analysis", "the analysis pass alone: messages/s with the linear act and link models and with the "
+                        "encoder's heads, on the same chats in one run", args=(
+        Arg("--chats", "training chats to analyse (each a channel, about 300 messages each)", type=int, default=6),
+        Arg("--encoder", "folder holding a candidate encoder with analysis heads (default: the shipped one)"),
+        Arg("--batch", "messages per analysis batch (the bot's is 64)", type=int, default=64), BENCH_OUT)),
     Command("scopes", "BM25, ingest and open time with many scopes (one FTS5 table each) vs one scope", args=(
         Arg("--messages", type=int, default=100_000), Arg("--scopes", "small scopes beside the big one", type=int,
                                                           default=200),
@@ -132,7 +138,8 @@ TRAIN: tuple[CliCommand, ...] = (
                       "hours on a CPU, resumable)", eval_commands.train_answer, (
         Arg("--out", "folder for the runs (checkpoints, logs, reports)", default="out/reader/runs"),
         Arg("--models", "where the shipped encoder is written", default="memory/models"),
-        Arg("--run", "only this run (without-friendsqa, without-socialmem, all, all-balanced)"),
+        Arg("--run", "only this run (without-friendsqa, without-socialmem, all, all-balanced, all-forms, "
+                     "forms-replay)"),
         Arg("--epochs", "epochs instead of the run's own (4 from MiniLM; 1 for `all`, which starts from "
                         "without-friendsqa)", type=float),
         Arg("--evaluate-only", "score finished runs and write the shipped files, train nothing", type=bool))),

@@ -60,3 +60,42 @@ def test_quotes_beside_the_lead_follow_the_reply_order_and_the_floor():
     assert extras(s, 0.0, 0.99) == []
     low, high = table([s], 0.0, (0.25, 0.5))
     assert (low["quotes"], low["supporting"]) == (2, 1) and (high["quotes"], high["supporting"]) == (1, 0)
+
+
+def test_a_replay_set_holds_the_round_and_a_seeded_sample_of_the_rest(tmp_path):
+    from evaluation.reader_rounds import in_round, replay_set
+
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "last_before.json").write_text('{"band": "band_r002", "my_chat": "my_chat_r010"}')
+
+    def q(qid: str, source: str = "chats") -> QuestionRows:
+        return QuestionRows(qid, source, qid.rpartition("_r")[0], "when?", "answerable", "when", False, [])
+
+    before = {"band": "band_r002", "my_chat": "my_chat_r010"}
+    assert in_round("band_r003", before) and not in_round("band_r002", before)
+    assert in_round("my_chat_r011", before) and not in_round("my_chat_r009", before)
+    assert not in_round("s01_e01_q3", before) and not in_round("cafe_r050", before)
+    qs = [q(f"band_r{i:03d}") for i in range(1, 6)] + [q(f"old_r{i:03d}") for i in range(20)]
+    qs.append(q("band_r004", source="friendsqa"))  # another source's id never counts as the round's
+    chosen = replay_set(qs, 2, "r1", checks=tmp_path)
+    ids = [x.qid for x in chosen if x.source == "chats" and x.qid.startswith("band")]
+    assert ids[:3] == ["band_r003", "band_r004", "band_r005"]
+    assert len(chosen) == 9 and chosen == replay_set(qs, 2, "r1", checks=tmp_path)
+    assert not any(x.source == "friendsqa" for x in chosen[:3])
+
+
+def test_forms_are_counted_declined_per_form_at_the_threshold():
+    from evaluation.reader_compare import crowded, form_declines
+    from evaluation.reader_eval import Scored
+
+    def s(question: str, kind: str, p: float) -> Scored:
+        return Scored(QuestionRows("q", "chats", "c", question, kind, "", False, []), [p], [""])
+
+    scored = [s("What time is dinner?", "answerable", 0.01), s("what time is lunch?", "answerable", 0.9),
+              s("What time does the bus leave?", "near_miss", 0.02), s("Who's bringing cake?", "answerable", 0.01),
+              s("How much is the rent?", "off_topic", 0.8), s("how much was it?", "counterfactual", 0.0)]
+    forms = form_declines(scored, 0.05)
+    assert forms["what time"] == {"answerable": 2, "false_declines": 1, "unanswerable": 1, "declined": 1}
+    assert forms["who is"] == {"answerable": 1, "false_declines": 1, "unanswerable": 0, "declined": 0}
+    assert forms["how much"] == {"answerable": 0, "false_declines": 0, "unanswerable": 1, "declined": 0}
+    assert crowded(forms) == {"answerable": 2, "false_declines": 1, "unanswerable": 2, "declined": 1}
