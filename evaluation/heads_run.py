@@ -20,6 +20,8 @@ from .heads_train import HeadOptions, sample_links, train
 from .reader_train import is_validation
 
 RECALL_FLOOR = 0.75  # the state-act recall the act constants must keep (issue 33's target); precision above it
+FLOORS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3)  # the link cascade's read floors tried (memory/analysis/encoded.py)
+FLOOR_LOSS = 0.01  # the most a read floor may cost answers / confirms F1 or "changes" right on validation
 KEEP_OTHER = 0.15  # share of messages without a gold link whose rows are kept (about 30,000 rows in all)
 
 
@@ -96,8 +98,55 @@ def choose(out: Path, graph: Path, embedder, log=print) -> dict:
             scores.append((2 * p * r / (p + r) if p + r else 0.0, th))
         thresholds[kind] = max(scores)[1]
     chosen["link_thresholds"] = thresholds
+    chosen["read_floor"], chosen["floors"] = choose_floor(chats, enc, acts, links, chosen, log)
     chosen["validation_chats"] = val
     return chosen
+
+
+def choose_floor(chats, enc, acts, links, chosen: dict, log=print) -> tuple[float, list[dict]]:
+    """The link cascade's read floor: the highest of `FLOORS` that costs answers F1, confirms F1 and "changes"
+    right at most `FLOOR_LOSS` each against reading every shortlisted pair, with the pairs read per message."""
+    from memory.analysis.encoded import EncoderActModel, EncoderLinkModel
+
+    from .acts_eval import analyse, figures, pool, score
+
+    def value(f: dict) -> dict[str, float]:
+        out = {"changes": f["changes_accuracy_all"] or 0.0}
+        for kind in ("answers", "confirms"):
+            p, r = f.get(f"{kind}_precision") or 0.0, f.get(f"{kind}_recall") or 0.0
+            out[kind] = 2 * p * r / (p + r) if p + r else 0.0
+        return out
+
+    rows: list[dict] = []
+    for floor in FLOORS:
+        am = EncoderActModel(acts, enc, weight=chosen["act_weight"], threshold=chosen["act_threshold"])
+        lm = EncoderLinkModel(links, enc, thresholds=chosen["link_thresholds"], read_floor=floor)
+        counted = _Counted(lm)
+        f = figures(pool([score(c.gold, analyse(c, am, counted)) for c in chats]))
+        n = sum(len(c.gold) for c in chats)
+        rows.append({"floor": floor, **value(f), "pairs_per_message": round(counted.pairs / max(n, 1), 3)})
+        log(f"read floor {floor}: {rows[-1]}")
+    base = rows[0]
+    ok = [r for r in rows if all(r[k] >= base[k] - FLOOR_LOSS for k in ("changes", "answers", "confirms"))]
+    return max(r["floor"] for r in ok), rows
+
+
+class _Counted:
+    """A link model that counts the pairs its head reads (the cascade's cost)."""
+
+    def __init__(self, model) -> None:
+        self.model, self.pairs = model, 0
+        self.version = model.version
+        inner = model.read
+
+        def read(turn, pool_, ctx):
+            self.pairs += len(pool_)
+            return inner(turn, pool_, ctx)
+
+        model.read = read
+
+    def links(self, *args, **kwargs):
+        return self.model.links(*args, **kwargs)
 
 
 def _act_value(point: dict) -> tuple[int, float]:

@@ -238,3 +238,37 @@ def test_scores_count_what_the_figures_say():
     assert f["precision"] == pytest.approx(2 / 3, abs=1e-3) and f["recall"] == pytest.approx(2 / 3, abs=1e-3)
     assert f["kind_accuracy"] == 1.0 and f["changes_accuracy"] == 1.0 and f["topic_hit"] == 1.0
     assert sum(k in STATE_ACTS for k in pred.kinds) == 3
+
+
+def test_the_link_head_reads_only_change_targets_and_pairs_the_linear_model_gives_a_chance(embed, people):
+    """The cascade: each pair the link head reads is a forward pass, so a chatter message whose pairs the linear
+    model gives no answers / confirms chance reads none; a change always reads its possible targets."""
+    from types import SimpleNamespace
+
+    from memory.analysis.encoded import HEAD_LINKS, EncoderLinkModel
+
+    class Spy(EncoderLinkModel):
+        def read(self, turn, pool, ctx):
+            self.pools.append([s.turn.message.id for s in pool])
+            p = np.full((len(pool), len(HEAD_LINKS)), 0.1)
+            p[:, HEAD_LINKS.index("changes")] = 0.7
+            return p
+
+    history, plan = quiz_history(embed)
+    h = History(history, [t for t in history if t.analysis and t.analysis.act.is_state])
+    linear = shipped_models(encoder=False)[1]
+    chatter = Act("chatter", 0.9, tuple(0.9 if k == "chatter" else 0.1 / 7 for k in ACT_KINDS), None, "")
+    new = turns(embed, [("ana", "quiz moved to the 21st")], start=50)
+    for floor, chatter_reads in ((0.0, True), (1.01, False)):
+        spy = Spy(linear, SimpleNamespace(version="spy"), thresholds={"answers": 0.7, "confirms": 0.7},
+                  read_floor=floor)
+        spy.pools = []
+        assert spy.links(new, [chatter], h, people) == [None]
+        assert bool(spy.pools) is chatter_reads
+        spy.pools = []
+        link = spy.links(new, [change_act("quiz night")], h, people)[0]
+        states = {t.message.id for t in history if t.analysis.act.is_state}
+        assert spy.pools and set(spy.pools[0]) & states
+        if floor > 1:
+            assert set(spy.pools[0]) <= states  # above every linear P: only the change's targets are read
+        assert link is not None and link.kind == "changes" and link.target in states

@@ -9,7 +9,10 @@ above it. The encoder reads the text itself:
   out) and filed by the same state threshold;
 - the link head reads a message beside one earlier message (with that message's act and how far back it is)
   and gives P(none / changes / answers / confirms). The linear link model shortlists the earlier messages
-  (its best few of each kind), so the encoder reads a handful of pairs, not every turn of the window.
+  (its best few of each kind), so the encoder reads a handful of pairs, not every turn of the window; and of
+  those it reads only a state act's earlier state acts (a change's possible targets) and the pairs the linear
+  model gives an answers or confirms link at least ``read_floor`` (most messages are chatter with no link,
+  and each pair read is a forward pass: this cascade is where the analysis pass's time goes).
 
 Owner and topic come from the same rules as the linear model's (owner.py, topic.py), on the kind filed here.
 Both classes keep the ActModel / LinkModel protocols (types.py), so the analysis pass runs either.
@@ -94,10 +97,12 @@ class EncoderActModel:
 class EncoderLinkModel:
     """The link head over the linear link model's shortlist."""
 
-    def __init__(self, linear: PairLinkModel, encoder: Encoder, *, thresholds: dict[str, float]) -> None:
+    def __init__(self, linear: PairLinkModel, encoder: Encoder, *, thresholds: dict[str, float],
+                 read_floor: float = 0.0) -> None:
         self.linear = linear
         self.encoder = encoder
         self.thresholds = thresholds  # P an answers / confirms link needs (a change always links)
+        self.read_floor = read_floor  # the linear answers / confirms P below which a pair is not read
         self.version = f"{encoder.version}-links+{linear.version}"
 
     def read(self, turn: Turn, pool: Sequence[Seen], ctx: Context) -> np.ndarray:
@@ -107,13 +112,16 @@ class EncoderLinkModel:
         return self.encoder.classify("link_logits", rows)
 
     def link(self, turn: Turn, act: Act, ctx: Context) -> Link | None:
-        short = self.linear.shortlist(turn, act, ctx, SHORTLIST)
-        if not short:
+        changes = act.kind == "change" or (act.is_state and
+                                           self.linear.change_share_of(act) >= self.linear.change_share)
+        pool = [s for s, lp in self.linear.shortlist(turn, act, ctx, SHORTLIST)
+                if (changes and s.act is not None and s.act.is_state)
+                or max(lp["answers"], lp["confirms"]) >= self.read_floor]
+        if not pool:
             return None
-        pool = [s for s, _ in short]
         p = self.read(turn, pool, ctx)
         col = {k: HEAD_LINKS.index(k) for k in LINK_KINDS}
-        if act.kind == "change" or (act.is_state and self.linear.change_share_of(act) >= self.linear.change_share):
+        if changes:
             states = [i for i, s in enumerate(pool) if s.act is not None and s.act.is_state]
             if states:
                 j = max(states, key=lambda i: p[i, col["changes"]])

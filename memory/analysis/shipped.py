@@ -54,4 +54,5 @@ def with_heads(acts: ActModel, links: LinkModel, folder: Path | None = None) -> 
     if not heads or not isinstance(acts, LinearActModel) or not isinstance(links, PairLinkModel):
         return None
     return (EncoderActModel(acts, enc, weight=float(heads["act_weight"]), threshold=float(heads["act_threshold"])),
-            EncoderLinkModel(links, enc, thresholds={k: float(v) for k, v in heads["link_thresholds"].items()}))
+            EncoderLinkModel(links, enc, thresholds={k: float(v) for k, v in heads["link_thresholds"].items()},
+                             read_floor=float(heads.get("read_floor", 0.0))))
