@@ -28,6 +28,8 @@ def run_bench(args: argparse.Namespace, settings: object) -> int:
         from .catchup import main
     elif kind == "scopes":
         from .scopes import main
+    elif kind == "analysis":
+        from .analysis import main
     else:
         raise ValueError(f"unknown benchmark {kind}")
     return main(args, settings)

@@ -238,8 +238,16 @@ def eval_catchup(args: argparse.Namespace, settings: Settings) -> int:
         smb = None
     if own is None and smb is None:
         raise ChorusError("eval catchup found neither --own nor --data (SocialMemBench); pass one")
+    models = None
+    if args.encoder:
+        from memory.analysis.shipped import linear_models, with_heads
+
+        models = with_heads(*linear_models(), Path(args.encoder))
+        if models is None:
+            raise ChorusError(f"{args.encoder} holds no encoder with analysis heads")
     report = evaluate_catchup(own, smb, embedder=load_embedder_from(settings),
-                              config=CatchupConfig(max_lines=settings.catchup.max_lines), lodo=args.lodo)
+                              config=CatchupConfig(max_lines=settings.catchup.max_lines), lodo=args.lodo,
+                              models=models)
     return _emit(args, "catchup", report, to_markdown(report))
 
 

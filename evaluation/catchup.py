@@ -83,12 +83,14 @@ def _since_of(conv: Conversation, session_index: int) -> float:
     return min(first) - 0.001
 
 
-def _open(conv: Conversation, folder: Path, embedder: Embedder | None) -> tuple[Store, list[int], Records]:
-    """The chat in a fresh store, embedded and analysed as the bot does it at ingest."""
+def _open(conv: Conversation, folder: Path, embedder: Embedder | None,
+          models: tuple | None = None) -> tuple[Store, list[int], Records]:
+    """The chat in a fresh store, embedded and analysed as the bot does it at ingest (with the shipped act and
+    link models, or ``models``)."""
     store = Store(folder / f"{len(list(folder.iterdir()))}.db", embedder=embedder, idle_gap_s=3600)
     store.ingest(conv.messages, embed=embedder is not None)
     records = Records(store)
-    acts, links = shipped_models()
+    acts, links = models or shipped_models()
     AnalysisPass(store, records, acts, links).run()
     return store, [s.id for s in store.scopes()], records
 
@@ -104,7 +106,8 @@ def _topics(raw: dict) -> dict[str, str]:
             if isinstance(t.get("act"), dict) and t["act"].get("topic")}
 
 
-def own_cases(folder: str | Path, work: Path, embedder: Embedder | None = None) -> list[Case]:
+def own_cases(folder: str | Path, work: Path, embedder: Embedder | None = None,
+              models: tuple | None = None) -> list[Case]:
     """Our catch-up set: every ``*.json`` with a ``catchup`` block."""
     files = sorted(Path(folder).glob("*.json"))
     if not files:
@@ -116,7 +119,7 @@ def own_cases(folder: str | Path, work: Path, embedder: Embedder | None = None) 
         if not isinstance(block, dict):
             raise DatasetError(f"{path}: no 'catchup' block")
         conv = load_network(path)
-        store, sids, records = _open(conv, work, embedder)
+        store, sids, records = _open(conv, work, embedder, models)
         since = _since_of(conv, int(block["since_session_index"]))
         gold = [Gold(g["kind"], [str(t) for t in g["turn_ids"]], g.get("changes_turn_id")) for g in block["gold"]]
         cases.append(Case(path.stem, store, sids, _member(store, sids, str(block["member"])), since,
@@ -124,7 +127,8 @@ def own_cases(folder: str | Path, work: Path, embedder: Embedder | None = None) 
     return cases
 
 
-def smb_cases(folder: str | Path, work: Path, embedder: Embedder | None = None) -> list[Case]:
+def smb_cases(folder: str | Path, work: Path, embedder: Embedder | None = None,
+              models: tuple | None = None) -> list[Case]:
     """SocialMemBench: Q2/Q6/Q8 anchors from session 3 on, for the member who says least from then on."""
     cases = []
     for path in sorted(Path(folder).glob("*.json")):
@@ -138,7 +142,7 @@ def smb_cases(folder: str | Path, work: Path, embedder: Embedder | None = None) 
                     gold.append(Gold(kind or "", [str(a["turn_id"])]))
         if not gold:
             continue
-        store, sids, records = _open(conv, work, embedder)
+        store, sids, records = _open(conv, work, embedder, models)
         since = _since_of(conv, SMB_SINCE_SESSION)
         later = [m for m in conv.messages if m.ts > since]
         counts = {a: sum(m.author_id == a for m in later) for a in {m.author_id for m in conv.messages}}
@@ -253,16 +257,17 @@ def configs(base: CatchupConfig) -> list[CatchupConfig]:
 
 
 def evaluate_catchup(own: str | Path | None, smb: str | Path | None, *, embedder: Embedder | None = None,
-                     config: CatchupConfig = SHIPPED, lodo: bool = False) -> dict:
-    """Score the shipped constants on both sets; with ``lodo`` also choose them on one set, score the other."""
+                     config: CatchupConfig = SHIPPED, lodo: bool = False, models: tuple | None = None) -> dict:
+    """Score the shipped constants on both sets; with ``lodo`` also choose them on one set, score the other.
+    ``models``: the act and link models the analysis pass reads the chats with (default: the shipped ones)."""
     with tempfile.TemporaryDirectory(prefix="chorus-catchup-") as tmp:
         sets: dict[str, list[Case]] = {}
         if own:
             (Path(tmp) / "own").mkdir()
-            sets["own"] = own_cases(own, Path(tmp) / "own", embedder)
+            sets["own"] = own_cases(own, Path(tmp) / "own", embedder, models)
         if smb:
             (Path(tmp) / "smb").mkdir()
-            sets["socialmem"] = smb_cases(smb, Path(tmp) / "smb", embedder)
+            sets["socialmem"] = smb_cases(smb, Path(tmp) / "smb", embedder, models)
         try:
             out: dict = {"config": {"per_kind": config.per_kind, "max_lines": config.max_lines}, "sets": {}}
             for name, cases in sets.items():

@@ -31,3 +31,15 @@ def test_sustained_load_loses_nothing(tmp_path, embedder):
     png = write_plot(tmp_path / "load.png", data)
     assert json.loads(path.read_text())["result"]["lost"] == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_the_analysis_bench_reads_every_message_of_its_chats(tmp_path, embedder):
+    """`chorus bench analysis` times the pass over real-looking chats; every message is analysed, none fails."""
+    from benchmarks.analysis import messages, one
+    from memory.analysis.shipped import linear_models
+
+    msgs = messages(1)[:120]
+    assert len({m.channel for m in msgs}) == 1 and all(m.text for m in msgs)
+    row = one("linear", linear_models(), msgs, tmp_path, embedder, batch=64)
+    assert row["messages"] == len(msgs) and row["failed"] == 0 and row["messages_per_s"] > 0
+    assert row["acts"] == "acts-v2" and row["links"] == "links-v2"
