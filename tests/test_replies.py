@@ -61,6 +61,18 @@ def test_demo_questions_lead_with_the_right_message(demo_bot, question, first, w
     assert not reply.data["abstained"]
 
 
+def test_quotes_beside_an_answer_are_marked_as_related_not_as_its_source(demo_bot):
+    """The lead states one message's words and cites it; the reader cannot tell whether the other quotes restate
+    it or only talk around it, so they are shown as related, never unmarked beside the answer."""
+    bot, _, _ = demo_bot
+    reply = bot.ask(ScopeKey("console", "local", "general"), "where are we having dinner?")
+    lines = reply.text.splitlines()
+    assert lines[0].startswith("Decision: pizza by the river") and "[1]" in lines[0], reply.text
+    quotes = [ln.strip() for ln in lines[1:] if ln.strip().startswith("[")]
+    assert quotes[0].startswith("[1] Maya"), reply.text
+    assert len(quotes) > 1 and all(q.startswith(f"[{i}] related: ") for i, q in enumerate(quotes[1:], 2)), reply.text
+
+
 def test_questions_to_the_bot_are_never_evidence(demo_bot):
     bot, chat, out = demo_bot
     first = ask(chat, out, "alice: @chorus where are we having dinner?")

@@ -35,6 +35,8 @@ LEAD_WORDS = 30
 # A member "has said something about it" when their best candidate holds this share of the question's
 # topic words, or is this close in meaning (cosine): the same floor as search's on-topic test.
 MEMBER_COVERAGE = 0.3
+POINTER = "Here's what the chat says:"  # an answer's lead when the reader gave no words to state
+RELATED = "related"  # the label of the quotes beside an answer's lead
 MEMBER_COSINE = 0.4
 # A short reply ("paid too", "I'm allergic") right after an on-topic message speaks to the same topic.
 SHORT_REPLY_CHARS = 40
@@ -188,7 +190,12 @@ class ReplyBuilder:
                               ranking.p_answer)
         shown = self.supported(ranking)
         quoted = self.quotes(shown, q.stems)
-        return ReplyDraft(answer_lead(ranking, quoted[0]), quoted, False, "evidence", ranking.p_answer)
+        lead = answer_lead(ranking, quoted[0])
+        if lead is None:
+            return ReplyDraft(POINTER, quoted, False, "evidence", ranking.p_answer)
+        for extra in quoted[1:]:  # the lead rests on the first quote; the reader cannot tell whether the others
+            extra.label = RELATED  # restate it or only talk around it (docs/reader.md), so they say so
+        return ReplyDraft(lead, quoted, False, "evidence", ranking.p_answer)
 
     def supported(self, ranking: Ranking) -> list[StoredMessage]:
         """The messages an answer quotes: the best, then those the reader also finds answering (all of the best
@@ -258,12 +265,13 @@ def span_sentence(text: str, span: str) -> str:
     return span
 
 
-def answer_lead(ranking: Ranking, first: Quoted) -> str:
-    """The answer in the best message's own words, with its citation, else a plain pointer to the quotes."""
+def answer_lead(ranking: Ranking, first: Quoted) -> str | None:
+    """The answer in the best message's own words, with its citation; None when the reader gave no words (the
+    reply then points to the quotes, `POINTER`)."""
     reading = ranking.readings.get(ranking.order[0]) if ranking.order else None
     span = " ".join(reading.span.split()) if reading is not None else ""
     if not any(ch.isalnum() for ch in span):
-        return "Here's what the chat says:"
+        return None
     author = first.message.author_name
     if span.casefold() == author.casefold():
         return f"{author} [{first.n}]."
