@@ -21,6 +21,8 @@ from .reader_train import is_validation
 
 RECALL_FLOOR = 0.75  # the state-act recall the act constants must keep (issue 33's target); precision above it
 FLOORS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3)  # the link cascade's read floors tried (memory/analysis/encoded.py)
+CHANGE_POOLS = (3, 5, 10)  # how many earlier state acts a change's link may read (encoded.py's change_pool)
+CHANGE_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # the head's share of a change target's score
 FLOOR_LOSS = 0.01  # the most a read floor may cost answers / confirms F1 or "changes" right on validation
 KEEP_OTHER = 0.15  # share of messages without a gold link whose rows are kept (about 30,000 rows in all)
 
@@ -99,6 +101,8 @@ def choose(out: Path, graph: Path, embedder, log=print) -> dict:
         thresholds[kind] = max(scores)[1]
     chosen["link_thresholds"] = thresholds
     chosen["read_floor"], chosen["floors"] = choose_floor(chats, enc, acts, links, chosen, log)
+    chosen["change_pool"], chosen["change_weight"], chosen["change_grid"] = choose_change(chats, enc, acts, links,
+                                                                                       chosen, log)
     chosen["validation_chats"] = val
     return chosen
 
@@ -129,6 +133,32 @@ def choose_floor(chats, enc, acts, links, chosen: dict, log=print) -> tuple[floa
     base = rows[0]
     ok = [r for r in rows if all(r[k] >= base[k] - FLOOR_LOSS for k in ("changes", "answers", "confirms"))]
     return max(r["floor"] for r in ok), rows
+
+
+def choose_change(chats, enc, acts, links, chosen: dict, log=print) -> tuple[int, float, list[dict]]:
+    """How a change's target is picked: how many earlier state acts its link reads (`CHANGE_POOLS`) and the
+    head's share of a target's score beside the linear model's P (`CHANGE_WEIGHTS`), the pair with the most
+    "changes" right on validation (ties: the fewest read, then the larger share). The linear model's best three
+    hold the gold target for about four changes in five (docs/analysis.md)."""
+    from memory.analysis.encoded import EncoderActModel, EncoderLinkModel
+
+    from .acts_eval import analyse, figures, pool, score
+
+    rows: list[dict] = []
+    for size in CHANGE_POOLS:
+        for w in CHANGE_WEIGHTS:
+            am = EncoderActModel(acts, enc, weight=chosen["act_weight"], threshold=chosen["act_threshold"])
+            lm = EncoderLinkModel(links, enc, thresholds=chosen["link_thresholds"],
+                                  read_floor=chosen.get("read_floor", 0.0), change_pool=size, change_weight=w)
+            counted = _Counted(lm)
+            f = figures(pool([score(c.gold, analyse(c, am, counted)) for c in chats]))
+            n = sum(len(c.gold) for c in chats)
+            rows.append({"change_pool": size, "change_weight": w, "changes": f["changes_accuracy_all"] or 0.0,
+                         "changes_detected": f["changes_accuracy"] or 0.0,
+                         "pairs_per_message": round(counted.pairs / max(n, 1), 3)})
+            log(f"change pool {size}, head share {w}: {rows[-1]}")
+    best = max(rows, key=lambda r: (round(r["changes"], 4), -r["change_pool"], r["change_weight"]))
+    return best["change_pool"], best["change_weight"], rows
 
 
 class _Counted:

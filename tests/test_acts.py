@@ -272,3 +272,10 @@ def test_the_link_head_reads_only_change_targets_and_pairs_the_linear_model_give
         if floor > 1:
             assert set(spy.pools[0]) <= states  # above every linear P: only the change's targets are read
         assert link is not None and link.kind == "changes" and link.target in states
+    # how many earlier state acts a change reads is the change pool's size, not the shortlist's three
+    for size, expected in ((1, 1), (10, len(states))):
+        spy = Spy(linear, SimpleNamespace(version="spy"), thresholds={"answers": 0.7, "confirms": 0.7},
+                  read_floor=1.01, change_pool=size)
+        spy.pools = []
+        spy.links(new, [change_act("quiz night")], h, people)
+        assert len(spy.pools[0]) == expected and set(spy.pools[0]) <= states

@@ -98,11 +98,13 @@ class EncoderLinkModel:
     """The link head over the linear link model's shortlist."""
 
     def __init__(self, linear: PairLinkModel, encoder: Encoder, *, thresholds: dict[str, float],
-                 read_floor: float = 0.0) -> None:
+                 read_floor: float = 0.0, change_pool: int = SHORTLIST, change_weight: float = 1.0) -> None:
         self.linear = linear
         self.encoder = encoder
         self.thresholds = thresholds  # P an answers / confirms link needs (a change always links)
         self.read_floor = read_floor  # the linear answers / confirms P below which a pair is not read
+        self.change_pool = change_pool  # how many earlier state acts a change's link reads
+        self.change_weight = change_weight  # the head's share of a change target's score (the rest: linear P)
         self.version = f"{encoder.version}-links+{linear.version}"
 
     def read(self, turn: Turn, pool: Sequence[Seen], ctx: Context) -> np.ndarray:
@@ -114,9 +116,16 @@ class EncoderLinkModel:
     def link(self, turn: Turn, act: Act, ctx: Context) -> Link | None:
         changes = act.kind == "change" or (act.is_state and
                                            self.linear.change_share_of(act) >= self.linear.change_share)
-        pool = [s for s, lp in self.linear.shortlist(turn, act, ctx, SHORTLIST)
-                if (changes and s.act is not None and s.act.is_state)
-                or max(lp["answers"], lp["confirms"]) >= self.read_floor]
+        short = self.linear.shortlist(turn, act, ctx, SHORTLIST)
+        pool = [s for s, lp in short if max(lp["answers"], lp["confirms"]) >= self.read_floor]
+        if changes and self.change_pool > SHORTLIST:
+            short = self.linear.shortlist(turn, act, ctx, self.change_pool)
+        linear_p = {s.turn.message.id: lp for s, lp in short}
+        if changes:  # a change reads the linear model's best `change_pool` earlier state acts
+            seen = {s.turn.message.id for s in pool}
+            ranked = sorted(((s, lp) for s, lp in short if s.act is not None and s.act.is_state),
+                            key=lambda x: -x[1]["changes"])
+            pool += [s for s, _ in ranked[:self.change_pool] if s.turn.message.id not in seen]
         if not pool:
             return None
         p = self.read(turn, pool, ctx)
@@ -124,8 +133,11 @@ class EncoderLinkModel:
         if changes:
             states = [i for i, s in enumerate(pool) if s.act is not None and s.act.is_state]
             if states:
-                j = max(states, key=lambda i: p[i, col["changes"]])
-                return Link("changes", pool[j].turn.message.id, round(float(p[j, col["changes"]]), 4))
+                w = self.change_weight
+                score = {i: w * float(p[i, col["changes"]])
+                         + (1 - w) * linear_p.get(pool[i].turn.message.id, {}).get("changes", 0.0) for i in states}
+                j = max(states, key=lambda i: score[i])
+                return Link("changes", pool[j].turn.message.id, round(score[j], 4))
         recent = min(ANSWER_WINDOW, len(ctx.recent))
         recent_ids = {s.turn.message.id for s in list(ctx.recent)[-recent:]}
         best: tuple[float, str, int] | None = None

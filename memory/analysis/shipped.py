@@ -55,4 +55,6 @@ def with_heads(acts: ActModel, links: LinkModel, folder: Path | None = None) -> 
         return None
     return (EncoderActModel(acts, enc, weight=float(heads["act_weight"]), threshold=float(heads["act_threshold"])),
             EncoderLinkModel(links, enc, thresholds={k: float(v) for k, v in heads["link_thresholds"].items()},
-                             read_floor=float(heads.get("read_floor", 0.0))))
+                             read_floor=float(heads.get("read_floor", 0.0)),
+                             change_pool=int(heads.get("change_pool", 3)),
+                             change_weight=float(heads.get("change_weight", 1.0))))
