@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     run = args[0] if args else "all"
     enc = shipped_encoder()
-    _, rows = rows_for(RUNS[run], OnnxMiniLMEmbedder())
+    _, rows = rows_for(RUNS[run], OnnxMiniLMEmbedder(), run)
     val = set(json.loads((Path("out/reader/runs") / run / "split.json").read_text())["validation"])
     scored = score(enc, [q for q in rows if q.conversation in val and q.kind == "answerable"])
     floors = (enc.threshold, *FLOORS)

@@ -45,7 +45,8 @@ def crowded(forms: dict[str, dict[str, int]]) -> dict[str, int]:
 
 
 def compare(names: Sequence[str], out: Path, log=print) -> dict:
-    """Score every named run on the first run's validation questions (every run of one round shares them)."""
+    """Score every named run on the last run's validation questions, as that run reads them (every run of one
+    round shares them)."""
     from memory.embeddings.minilm_onnx import OnnxMiniLMEmbedder
     from memory.encoder.model import Encoder
 
@@ -53,7 +54,7 @@ def compare(names: Sequence[str], out: Path, log=print) -> dict:
     from .reader_train import RUNS, rows_for
 
     val_ids = set(json.loads((out / names[-1] / "split.json").read_text())["validation"])
-    _, rows = rows_for(RUNS[names[-1]], OnnxMiniLMEmbedder())
+    _, rows = rows_for(RUNS[names[-1]], OnnxMiniLMEmbedder(), names[-1])
     by_source: dict[str, list] = defaultdict(list)
     for q in rows:
         if q.conversation in val_ids:

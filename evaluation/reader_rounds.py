@@ -35,3 +35,10 @@ def replay_set(questions: Sequence[QuestionRows], per_new: int, round_name: str 
     new = [q for q in questions if q.source == "chats" and in_round(q.qid, before)]
     rest = [q for q in questions if not (q.source == "chats" and in_round(q.qid, before))]
     return new + random.Random(seed).sample(rest, min(len(rest), per_new * len(new)))
+
+
+def before_round(questions: Sequence[QuestionRows], round_name: str, checks: Path = CHECKS) -> list[QuestionRows]:
+    """``questions`` without the ones a later round wrote: a run started before that round keeps reading (and
+    is scored on) the data it started with, so resuming it after the round changes nothing."""
+    before = last_before(round_name, checks)
+    return [q for q in questions if not (q.source == "chats" and in_round(q.qid, before))]

@@ -19,7 +19,7 @@ from memory.encoder.model import VERSION
 from .encoder_train import Options, train
 from .reader_data import QuestionRows, cached_rows
 from .reader_labels import SOURCES, LabelledConversation, load
-from .reader_rounds import replay_set
+from .reader_rounds import before_round, replay_set
 
 RUNS = {"without-friendsqa": ("chats", "socialmem"), "without-socialmem": ("chats", "friendsqa"),
         "all": SOURCES, "all-balanced": SOURCES, "all-forms": SOURCES, "forms-replay": SOURCES}
@@ -38,6 +38,8 @@ CONTINUED: dict[str, dict[str, Any]] = {"all": {"lr": 2e-5}, "all-balanced": {"l
                                         "all-forms": {"lr": 1e-5}, "forms-replay": {"lr": 1e-5}}
 # runs that read only a round's new questions and a seeded sample of the others: how many others per new one
 REPLAY = {"forms-replay": 2}
+# runs started before a labelling round: they read and are scored on the data as it was before it
+BEFORE_ROUND = {"all-forms": "persons", "forms-replay": "persons"}
 
 
 def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
@@ -70,15 +72,20 @@ def split(convs: Sequence[LabelledConversation]) -> tuple[list[str], list[str]]:
     return val, [lc.conv.id for lc in convs if lc.conv.id not in val]
 
 
-def rows_for(sources: Sequence[str], embedder) -> tuple[list[LabelledConversation], list[QuestionRows]]:
+def rows_for(sources: Sequence[str], embedder, run: str | None = None
+             ) -> tuple[list[LabelledConversation], list[QuestionRows]]:
+    """The labelled conversations of ``sources`` and their question rows (as ``run`` reads them, when named)."""
     convs = load(sources)
-    return convs, cached_rows(convs, embedder)
+    rows = cached_rows(convs, embedder)
+    if run in BEFORE_ROUND:
+        rows = before_round(rows, BEFORE_ROUND[run])
+    return convs, rows
 
 
 def run(name: str, out: Path, embedder, opts: Options | None = None, log=print) -> dict:
     """Train (or resume) one run; returns its best validation figures."""
     sources = RUNS[name]
-    convs, rows = rows_for(sources, embedder)
+    convs, rows = rows_for(sources, embedder, name)
     val_ids, _ = split(convs)
     train_q = [q for q in rows if q.conversation not in val_ids and q.kind != "counterfactual"]
     val_q = [q for q in rows if q.conversation in val_ids]
@@ -106,7 +113,7 @@ def evaluate_run(name: str, out: Path, embedder, log=print) -> dict:
     folder = out / name
     graph = export(folder / "best.safetensors", folder / "encoder.onnx")
     encoder = Encoder(graph, {"version": name})
-    _, rows = rows_for(RUNS[name], embedder)
+    _, rows = rows_for(RUNS[name], embedder, name)
     val_ids = set(json.loads((folder / "split.json").read_text())["validation"])
     by_source: dict = {}
     for q in rows:

@@ -63,7 +63,7 @@ def test_quotes_beside_the_lead_follow_the_reply_order_and_the_floor():
 
 
 def test_a_replay_set_holds_the_round_and_a_seeded_sample_of_the_rest(tmp_path):
-    from evaluation.reader_rounds import in_round, replay_set
+    from evaluation.reader_rounds import before_round, in_round, replay_set
 
     (tmp_path / "r1").mkdir()
     (tmp_path / "r1" / "last_before.json").write_text('{"band": "band_r002", "my_chat": "my_chat_r010"}')
@@ -82,6 +82,8 @@ def test_a_replay_set_holds_the_round_and_a_seeded_sample_of_the_rest(tmp_path):
     assert ids[:3] == ["band_r003", "band_r004", "band_r005"]
     assert len(chosen) == 9 and chosen == replay_set(qs, 2, "r1", checks=tmp_path)
     assert not any(x.source == "friendsqa" for x in chosen[:3])
+    kept = before_round(qs, "r1", checks=tmp_path)  # a run started before the round never sees it
+    assert [x.qid for x in kept if x.qid.startswith("band")] == ["band_r001", "band_r002", "band_r004"]
 
 
 def test_forms_are_counted_declined_per_form_at_the_threshold():
