@@ -101,3 +101,26 @@ def test_forms_are_counted_declined_per_form_at_the_threshold():
     assert forms["who is"] == {"answerable": 1, "false_declines": 1, "unanswerable": 0, "declined": 0}
     assert forms["how much"] == {"answerable": 0, "false_declines": 0, "unanswerable": 1, "declined": 0}
     assert crowded(forms) == {"answerable": 2, "false_declines": 1, "unanswerable": 2, "declined": 1}
+
+
+def test_the_persons_round_is_read_by_premise_and_scored_by_decline():
+    from evaluation.persons_check import figures, premises
+    from evaluation.reader_data import Row
+    from evaluation.reader_eval import Scored
+
+    kinds = premises()
+    assert sum(k == "wrong_person" for k in kinds.values()) >= 300
+    assert sum(k == "right_person" for k in kinds.values()) >= 200
+
+    def s(qid: str, kind: str, probs: list[float], gold: int | None) -> Scored:
+        rows = [Row(f"c{i}", "A: x", "", int(i == gold), rank=i, rerank=0.0) for i in range(len(probs))]
+        return Scored(QuestionRows(qid, "chats", "c", "what did sam say?", kind, "who", False, rows), probs,
+                      [""] * len(probs))
+
+    scored = [s("w1", "near_miss", [0.01, 0.02], None), s("w2", "near_miss", [0.9, 0.1], None),
+              s("r1", "answerable", [0.2, 0.95], 1), s("r2", "answerable", [0.01, 0.02], 0)]
+    f = figures(scored, {"w1": "wrong_person", "w2": "wrong_person", "r1": "right_person", "r2": "right_person"},
+                threshold=0.05, weight=0.0)
+    assert f["wrong_person_declined"] == 0.5 and f["right_person_false_declines"] == 0.5
+    assert f["right_person_cite_hit1"] == 0.5  # r1's reader order leads with its gold row, r2's does not
+    assert f["decline_auc"] == 0.625  # 0.95 beats both near misses; 0.02 ties one and loses to the other
