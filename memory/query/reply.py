@@ -190,12 +190,12 @@ class ReplyBuilder:
                               ranking.p_answer)
         shown = self.supported(ranking)
         quoted = self.quotes(shown, q.stems)
-        lead = answer_lead(ranking, quoted[0])
-        if lead is None:
+        stated = answer_lead(ranking, quoted[0])
+        if stated is None:
             return ReplyDraft(POINTER, quoted, False, "evidence", ranking.p_answer)
         for extra in quoted[1:]:  # the lead rests on the first quote; the reader cannot tell whether the others
             extra.label = RELATED  # restate it or only talk around it (docs/reader.md), so they say so
-        return ReplyDraft(lead, quoted, False, "evidence", ranking.p_answer)
+        return ReplyDraft(stated, quoted, False, "evidence", ranking.p_answer)
 
     def supported(self, ranking: Ranking) -> list[StoredMessage]:
         """The messages an answer quotes: the best, then those the reader also finds answering (all of the best
