@@ -1,6 +1,6 @@
 """A reader model on the persons round's questions (evaluation/data/LABELLING.md, Part A3).
 
-    python -m evaluation.persons_check [GRAPH] [--threshold T] [--weight W]
+    python -m evaluation.persons_check [GRAPH] [--threshold T] [--weight W] [--chats CHAT ...]
 
 GRAPH is an int8 reader graph (default: the shipped encoder). Every wrong-person near miss and right-person
 twin of the round is read through it; the figures are the share of wrong-person near misses declined at the
@@ -64,13 +64,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("graph", nargs="?", type=Path, default=MODELS / f"{VERSION}.onnx")
     parser.add_argument("--threshold", type=float, help="default: the shipped encoder's")
     parser.add_argument("--weight", type=float, help="default: the shipped encoder's")
+    parser.add_argument("--chats", nargs="+", help="only these chats (e.g. a run's validation chats)")
     args = parser.parse_args(argv)
     meta = json.loads((MODELS / f"{VERSION}.json").read_text())
     threshold = args.threshold if args.threshold is not None else float(meta["threshold"])
     weight = args.weight if args.weight is not None else float(meta["rerank_weight"])
     kinds = premises()
     rows: list[QuestionRows] = [q for q in cached_rows(load(["chats"]), OnnxMiniLMEmbedder()) if q.qid in kinds
-                             and q.kind in ("answerable", "near_miss")]
+                             and q.kind in ("answerable", "near_miss")
+                             and (not args.chats or q.conversation in args.chats)]
     scored = score(Encoder(args.graph, {"version": args.graph.stem}), rows)
     print(json.dumps(figures(scored, kinds, threshold, weight), indent=1))
 

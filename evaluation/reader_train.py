@@ -22,7 +22,8 @@ from .reader_labels import SOURCES, LabelledConversation, load
 from .reader_rounds import before_round, replay_set
 
 RUNS = {"without-friendsqa": ("chats", "socialmem"), "without-socialmem": ("chats", "friendsqa"),
-        "all": SOURCES, "all-balanced": SOURCES, "all-forms": SOURCES, "forms-replay": SOURCES}
+        "all": SOURCES, "all-balanced": SOURCES, "all-forms": SOURCES, "forms-replay": SOURCES,
+        "persons-replay": SOURCES}
 SHIPPED = "all"  # the run `chorus train answer` ships
 # How each run is trained. The shipped run starts from the without-friendsqa run's weights and reads everything
 # once more at half the rate: one pass costs ~90 min on two cores where three from MiniLM cost ~4.5 h, and the
@@ -32,12 +33,15 @@ SHIPPED = "all"  # the run `chorus train answer` ships
 # (evaluation/data/LABELLING.md, Part A2). forms-replay is the same idea at a quarter of the cost: it reads the
 # forms round's questions with twice as many earlier ones drawn at random beside them (`replay_set`), so the run
 # learns the new questions without drifting from what it had learned; a whole pass costs 2 h 40 min here.
-STARTS_FROM = {"all": "without-friendsqa", "all-balanced": "all", "all-forms": "all", "forms-replay": "all"}
+# persons-replay does the same with the persons round (Part A3).
+STARTS_FROM = {"all": "without-friendsqa", "all-balanced": "all", "all-forms": "all", "forms-replay": "all",
+               "persons-replay": "all"}
 # what each such run changes
 CONTINUED: dict[str, dict[str, Any]] = {"all": {"lr": 2e-5}, "all-balanced": {"lr": 1e-5, "balance_forms": True},
-                                        "all-forms": {"lr": 1e-5}, "forms-replay": {"lr": 1e-5}}
+                                        "all-forms": {"lr": 1e-5}, "forms-replay": {"lr": 1e-5},
+                                        "persons-replay": {"lr": 1e-5}}
 # runs that read only a round's new questions and a seeded sample of the others: how many others per new one
-REPLAY = {"forms-replay": 2}
+REPLAY = {"forms-replay": ("forms", 2), "persons-replay": ("persons", 2)}
 # runs started before a labelling round: they read and are scored on the data as it was before it
 BEFORE_ROUND = {"all-forms": "persons", "forms-replay": "persons"}
 
@@ -50,7 +54,7 @@ def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
 
 
 HELD_OUT = {"without-friendsqa": "friendsqa", "without-socialmem": "socialmem", "all": None, "all-balanced": None,
-            "all-forms": None, "forms-replay": None}
+            "all-forms": None, "forms-replay": None, "persons-replay": None}
 
 
 def is_validation(conversation: str) -> bool:
@@ -90,7 +94,8 @@ def run(name: str, out: Path, embedder, opts: Options | None = None, log=print) 
     train_q = [q for q in rows if q.conversation not in val_ids and q.kind != "counterfactual"]
     val_q = [q for q in rows if q.conversation in val_ids]
     if name in REPLAY:
-        train_q = replay_set(train_q, REPLAY[name])
+        round_name, per_new = REPLAY[name]
+        train_q = replay_set(train_q, per_new, round_name)
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "split.json").write_text(json.dumps({"sources": list(sources), "validation": sorted(val_ids),
