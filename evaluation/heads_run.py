@@ -110,25 +110,14 @@ def choose(out: Path, graph: Path, embedder, log=print) -> dict:
 def choose_floor(chats, enc, acts, links, chosen: dict, log=print) -> tuple[float, list[dict]]:
     """The link cascade's read floor: the highest of `FLOORS` that costs answers F1, confirms F1 and "changes"
     right at most `FLOOR_LOSS` each against reading every shortlisted pair, with the pairs read per message."""
-    from memory.analysis.encoded import EncoderActModel, EncoderLinkModel
-
-    from .acts_eval import analyse, figures, pool, score
-
-    def value(f: dict) -> dict[str, float]:
-        out = {"changes": f["changes_accuracy_all"] or 0.0}
-        for kind in ("answers", "confirms"):
-            p, r = f.get(f"{kind}_precision") or 0.0, f.get(f"{kind}_recall") or 0.0
-            out[kind] = 2 * p * r / (p + r) if p + r else 0.0
-        return out
-
     rows: list[dict] = []
     for floor in FLOORS:
-        am = EncoderActModel(acts, enc, weight=chosen["act_weight"], threshold=chosen["act_threshold"])
-        lm = EncoderLinkModel(links, enc, thresholds=chosen["link_thresholds"], read_floor=floor)
-        counted = _Counted(lm)
-        f = figures(pool([score(c.gold, analyse(c, am, counted)) for c in chats]))
-        n = sum(len(c.gold) for c in chats)
-        rows.append({"floor": floor, **value(f), "pairs_per_message": round(counted.pairs / max(n, 1), 3)})
+        f, pairs = _measure(chats, enc, acts, links, chosen, read_floor=floor)
+        row = {"floor": floor, "changes": f["changes_accuracy_all"] or 0.0}
+        for kind in ("answers", "confirms"):
+            p, r = f.get(f"{kind}_precision") or 0.0, f.get(f"{kind}_recall") or 0.0
+            row[kind] = 2 * p * r / (p + r) if p + r else 0.0
+        rows.append({**row, "pairs_per_message": pairs})
         log(f"read floor {floor}: {rows[-1]}")
     base = rows[0]
     ok = [r for r in rows if all(r[k] >= base[k] - FLOOR_LOSS for k in ("changes", "answers", "confirms"))]
@@ -140,43 +129,37 @@ def choose_change(chats, enc, acts, links, chosen: dict, log=print) -> tuple[int
     head's share of a target's score beside the linear model's P (`CHANGE_WEIGHTS`), the pair with the most
     "changes" right on validation (ties: the fewest read, then the larger share). The linear model's best three
     hold the gold target for about four changes in five (docs/analysis.md)."""
-    from memory.analysis.encoded import EncoderActModel, EncoderLinkModel
-
-    from .acts_eval import analyse, figures, pool, score
-
     rows: list[dict] = []
     for size in CHANGE_POOLS:
         for w in CHANGE_WEIGHTS:
-            am = EncoderActModel(acts, enc, weight=chosen["act_weight"], threshold=chosen["act_threshold"])
-            lm = EncoderLinkModel(links, enc, thresholds=chosen["link_thresholds"],
-                                  read_floor=chosen.get("read_floor", 0.0), change_pool=size, change_weight=w)
-            counted = _Counted(lm)
-            f = figures(pool([score(c.gold, analyse(c, am, counted)) for c in chats]))
-            n = sum(len(c.gold) for c in chats)
+            f, pairs = _measure(chats, enc, acts, links, chosen, read_floor=chosen.get("read_floor", 0.0),
+                                change_pool=size, change_weight=w)
             rows.append({"change_pool": size, "change_weight": w, "changes": f["changes_accuracy_all"] or 0.0,
-                         "changes_detected": f["changes_accuracy"] or 0.0,
-                         "pairs_per_message": round(counted.pairs / max(n, 1), 3)})
+                         "changes_detected": f["changes_accuracy"] or 0.0, "pairs_per_message": pairs})
             log(f"change pool {size}, head share {w}: {rows[-1]}")
     best = max(rows, key=lambda r: (round(r["changes"], 4), -r["change_pool"], r["change_weight"]))
     return best["change_pool"], best["change_weight"], rows
 
 
-class _Counted:
-    """A link model that counts the pairs its head reads (the cascade's cost)."""
+def _measure(chats, enc, acts, links, chosen: dict, **link_options) -> tuple[dict, float]:
+    """The validation chats read with the chosen act constants and a link model built with ``link_options``:
+    the pooled figures, and the pairs the link head read per message (the cascade's cost)."""
+    from memory.analysis.encoded import EncoderActModel, EncoderLinkModel
 
-    def __init__(self, model) -> None:
-        self.model, self.pairs = model, 0
-        self.version = model.version
-        inner = model.read
+    from .acts_eval import analyse, figures, pool, score
 
-        def read(turn, pool_, ctx):
-            self.pairs += len(pool_)
-            return inner(turn, pool_, ctx)
+    am = EncoderActModel(acts, enc, weight=chosen["act_weight"], threshold=chosen["act_threshold"])
+    lm = EncoderLinkModel(links, enc, thresholds=chosen["link_thresholds"], **link_options)
+    pairs = [0]
+    read = lm.read
 
-        model.read = read
+    def counted(turn, candidates, ctx):
+        pairs[0] += len(candidates)
+        return read(turn, candidates, ctx)
 
-    def links(self, *args, **kwargs):
-        return self.model.links(*args, **kwargs)
+    lm.read = counted  # type: ignore[method-assign]
+    f = figures(pool([score(c.gold, analyse(c, am, lm)) for c in chats]))
+    return f, round(pairs[0] / max(sum(len(c.gold) for c in chats), 1), 3)
 
 
 def _act_value(point: dict) -> tuple[int, float]:

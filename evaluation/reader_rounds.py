@@ -31,14 +31,20 @@ def in_round(qid: str, before: dict[str, str]) -> bool:
 def replay_set(questions: Sequence[QuestionRows], per_new: int, round_name: str = "forms", seed: int = 13,
                checks: Path = CHECKS) -> list[QuestionRows]:
     """The round's questions and ``per_new`` times as many of the rest, drawn with a fixed seed."""
-    before = last_before(round_name, checks)
-    new = [q for q in questions if q.source == "chats" and in_round(q.qid, before)]
-    rest = [q for q in questions if not (q.source == "chats" and in_round(q.qid, before))]
+    new, rest = _split(questions, last_before(round_name, checks))
     return new + random.Random(seed).sample(rest, min(len(rest), per_new * len(new)))
 
 
 def before_round(questions: Sequence[QuestionRows], round_name: str, checks: Path = CHECKS) -> list[QuestionRows]:
     """``questions`` without the ones a later round wrote: a run started before that round keeps reading (and
     is scored on) the data it started with, so resuming it after the round changes nothing."""
-    before = last_before(round_name, checks)
-    return [q for q in questions if not (q.source == "chats" and in_round(q.qid, before))]
+    return _split(questions, last_before(round_name, checks))[1]
+
+
+def _split(questions: Sequence[QuestionRows], before: dict[str, str]) -> tuple[list[QuestionRows], list[QuestionRows]]:
+    """The round's chat questions, and the rest, each in their order."""
+    new: list[QuestionRows] = []
+    rest: list[QuestionRows] = []
+    for q in questions:
+        (new if q.source == "chats" and in_round(q.qid, before) else rest).append(q)
+    return new, rest

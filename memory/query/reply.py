@@ -35,11 +35,11 @@ LEAD_WORDS = 30
 # A member "has said something about it" when their best candidate holds this share of the question's
 # topic words, or is this close in meaning (cosine): the same floor as search's on-topic test.
 MEMBER_COVERAGE = 0.3
-POINTER = "Here's what the chat says:"  # an answer's lead when the reader gave no words to state
-RELATED = "related"  # the label of the quotes beside an answer's lead
 MEMBER_COSINE = 0.4
 # A short reply ("paid too", "I'm allergic") right after an on-topic message speaks to the same topic.
 SHORT_REPLY_CHARS = 40
+POINTER = "Here's what the chat says:"  # an answer's lead when the reader gave no words to state
+RELATED = "related"  # the label of the quotes beside an answer's lead
 _F = {name: i for i, name in enumerate(FEATURES)}
 
 
