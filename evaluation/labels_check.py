@@ -111,7 +111,7 @@ def check_questions(lines: list[str], chat: dict, stem: str) -> tuple[list[str],
                 problems.append(f"{where}: span {span!r} is not an exact part of turn {turn}")
             elif len(span) > 0.9 * len(by_id[turn]["content"]) and len(span) > 60:
                 problems.append(f"{where}: span is nearly the whole message; give the answer only")
-            for f in ("also", "stale"):
+            for f in ("also", "stale", "decoys"):
                 ids = item.get(f, [])
                 if not isinstance(ids, list):
                     problems.append(f"{where}: {f} should be a list")
@@ -121,6 +121,10 @@ def check_questions(lines: list[str], chat: dict, stem: str) -> tuple[list[str],
                         problems.append(f"{where}: {f} turn {t!r} is not in the chat")
                     elif t == turn:
                         problems.append(f"{where}: {f} repeats the answering turn")
+            clash = set(item.get("decoys") or []) & set(item.get("also") or [])
+            if clash:
+                problems.append(f"{where}: decoys and also share {', '.join(sorted(clash))}: "
+                                "a turn answers or it does not")
         elif kind == "near_miss":
             topic = item.get("topic_turns")
             if not isinstance(topic, list) or not topic:

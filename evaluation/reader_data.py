@@ -5,9 +5,9 @@ as the bot would, the question goes through the reply's own search and reranker 
 the reranker's best `TOP` candidates become rows: the candidate, the turn it follows (its parent, else
 the previous turn), its author, and its label: 1 when it answers (with the answer's spans), 0 when it
 does not, -1 when it must not count either way (a stale or supporting turn). Gold turns search missed
-are added as positives and a near miss's topic turns as negatives, so the model always sees the hard
-cases. Each answerable question also yields a counterfactual (its answering turns removed from what
-search may return), which is scored but not trained on.
+are added as positives, and a near miss's topic turns and an answer's decoys (LABELLING.md Part A4) as
+negatives, so the model always sees the hard cases. Each answerable question also yields a counterfactual (its
+answering turns removed from what search may return), which is scored but not trained on.
 
 Rows are cached per conversation under ``out/reader/rows/`` keyed by its messages and labels, so new
 labels on one chat rebuild only that chat.

@@ -42,7 +42,7 @@ class Labelled:
     source: str  # chats, friendsqa, socialmem
     gold: dict[str, list[str]] = field(default_factory=dict)  # msg_id -> answer spans ("" when none is known)
     ignore: set[str] = field(default_factory=set)  # neither an answer nor a counter-example (stale, supporting)
-    topic: list[str] = field(default_factory=list)  # where the topic is discussed (near misses' hard negatives)
+    topic: list[str] = field(default_factory=list)  # hard negatives: a near miss's topic turns, an answer's decoys
     author_span: bool = False  # the answer is who said the message
     each: bool = False  # "what did each of us say": every member's on-topic turns are the positives
 
@@ -132,7 +132,9 @@ def _from_line(item: dict, by_turn: dict[str, dict], source: str) -> Labelled:
         gold = {item["turn"]: [span]}
         for t in item.get("also") or []:
             gold[t] = [span if not item.get("span_is_author") and span in by_turn[t]["content"] else ""]
-        return Labelled(qid, text, kind, category, source, gold=gold, ignore=set(item.get("stale") or []),
+        decoys = [t for t in item.get("decoys") or [] if t not in gold]
+        return Labelled(qid, text, kind, category, source, gold=gold,
+                        ignore=set(item.get("stale") or []) - set(decoys), topic=decoys,
                         author_span=bool(item.get("span_is_author")))
     return Labelled(qid, text, kind, category, source, topic=list(item.get("topic_turns") or []))
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from .reader_data import QuestionRows
 
 CHECKS = Path(__file__).parent / "data" / "questions" / "checks"
+ROUNDS = ("forms", "persons", "states")  # the labelling rounds, in the order they were written
 
 
 def last_before(round_name: str, checks: Path = CHECKS) -> dict[str, str]:
@@ -30,21 +31,31 @@ def in_round(qid: str, before: dict[str, str]) -> bool:
 
 def replay_set(questions: Sequence[QuestionRows], per_new: int, round_name: str = "forms", seed: int = 13,
                checks: Path = CHECKS) -> list[QuestionRows]:
-    """The round's questions and ``per_new`` times as many of the rest, drawn with a fixed seed."""
-    new, rest = _split(questions, last_before(round_name, checks))
+    """The round's questions and ``per_new`` times as many of those from before it, drawn with a fixed seed.
+    A later round's questions are in neither, so a replay run reads the same data after later rounds."""
+    start = last_before(round_name, checks)
+    later = _next_round(round_name, checks)
+    new = [q for q in questions if _chat(q) and in_round(q.qid, start) and not (later and in_round(q.qid, later))]
+    rest = before_round(questions, round_name, checks)
     return new + random.Random(seed).sample(rest, min(len(rest), per_new * len(new)))
 
 
 def before_round(questions: Sequence[QuestionRows], round_name: str, checks: Path = CHECKS) -> list[QuestionRows]:
-    """``questions`` without the ones a later round wrote: a run started before that round keeps reading (and
-    is scored on) the data it started with, so resuming it after the round changes nothing."""
-    return _split(questions, last_before(round_name, checks))[1]
+    """``questions`` without the ones that round or a later one wrote: a run started before that round keeps
+    reading (and is scored on) the data it started with, so resuming it after the round changes nothing."""
+    start = last_before(round_name, checks)
+    return [q for q in questions if not (_chat(q) and in_round(q.qid, start))]
 
 
-def _split(questions: Sequence[QuestionRows], before: dict[str, str]) -> tuple[list[QuestionRows], list[QuestionRows]]:
-    """The round's chat questions, and the rest, each in their order."""
-    new: list[QuestionRows] = []
-    rest: list[QuestionRows] = []
-    for q in questions:
-        (new if q.source == "chats" and in_round(q.qid, before) else rest).append(q)
-    return new, rest
+def _chat(q: QuestionRows) -> bool:
+    return q.source == "chats"
+
+
+def _next_round(round_name: str, checks: Path) -> dict[str, str] | None:
+    """The last ids before the round that followed ``round_name``, when one has started."""
+    if round_name not in ROUNDS:
+        return None
+    for later in ROUNDS[ROUNDS.index(round_name) + 1:]:
+        if (checks / later / "last_before.json").exists():
+            return last_before(later, checks)
+    return None

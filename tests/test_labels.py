@@ -43,6 +43,9 @@ def test_a_good_line_passes():
     ({"id": "x_r001"}, "id should look like"),
     ({"kind": "maybe"}, "kind must be"),
     ({"stale": ["t_s01_t002"]}, "repeats the answering turn"),
+    ({"decoys": ["t_s01_t002"]}, "repeats the answering turn"),
+    ({"decoys": ["t_s01_t001"], "also": ["t_s01_t001"]}, "decoys and also share"),
+    ({"decoys": ["t_s07_t001"]}, "not in the chat"),
     ({"span_is_author": True, "span": "Ana"}, "not the speaker"),
     ({"kind": "near_miss", "topic_turns": []}, "topic_turns missing"),
     ({"kind": "near_miss", "topic_turns": ["t_s01_t001"], "tempting": "Sunday", "why": "x"}, "tempting"),
@@ -105,3 +108,13 @@ def test_no_blind_message_is_in_the_training_chats():
     data = Path(__file__).parent / "data"
     blind = _texts(p for d in ("blind", "longblind", "catchup") for p in (data / d).glob("*.json"))
     assert blind and not blind & _texts(CHATS_DIR.glob("*.json"))
+
+
+def test_decoys_are_read_as_what_does_not_answer_and_stale_turns_stay_neither():
+    from evaluation.reader_labels import _from_line
+
+    by_turn = {t["turn"]: t for t in CHAT["sessions"][0]["turns"]}
+    plain = _from_line(json.loads(line()), by_turn, "chats")
+    assert plain.ignore == {"t_s01_t001"} and plain.topic == []
+    states = _from_line(json.loads(line(decoys=["t_s01_t001"], premise="now")), by_turn, "chats")
+    assert states.topic == ["t_s01_t001"] and states.ignore == set() and list(states.gold) == ["t_s01_t002"]

@@ -86,6 +86,27 @@ def test_a_replay_set_holds_the_round_and_a_seeded_sample_of_the_rest(tmp_path):
     assert [x.qid for x in kept if x.qid.startswith("band")] == ["band_r001", "band_r002", "band_r004"]
 
 
+def test_a_later_round_changes_neither_an_earlier_replay_nor_what_came_before(tmp_path, monkeypatch):
+    from evaluation import reader_rounds
+    from evaluation.reader_rounds import before_round, replay_set
+
+    monkeypatch.setattr(reader_rounds, "ROUNDS", ("r1", "r2"))
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "last_before.json").write_text('{"band": "band_r002"}')
+
+    def q(qid: str) -> QuestionRows:
+        return QuestionRows(qid, "chats", qid.rpartition("_r")[0], "when?", "answerable", "when", False, [])
+
+    qs = [q(f"band_r{i:03d}") for i in range(1, 5)] + [q(f"old_r{i:03d}") for i in range(20)]
+    first = replay_set(qs, 2, "r1", checks=tmp_path)
+    (tmp_path / "r2").mkdir()
+    (tmp_path / "r2" / "last_before.json").write_text('{"band": "band_r004"}')
+    qs += [q("band_r005"), q("band_r006")]
+    assert replay_set(qs, 2, "r1", checks=tmp_path) == first
+    assert [x.qid for x in replay_set(qs, 1, "r2", checks=tmp_path)][:2] == ["band_r005", "band_r006"]
+    assert not {"band_r003", "band_r005"} & {x.qid for x in before_round(qs, "r1", checks=tmp_path)}
+
+
 def test_forms_are_counted_declined_per_form_at_the_threshold():
     from evaluation.reader_compare import crowded, form_declines
     from evaluation.reader_eval import Scored
@@ -104,9 +125,10 @@ def test_forms_are_counted_declined_per_form_at_the_threshold():
 
 
 def test_the_persons_round_is_read_by_premise_and_scored_by_decline():
-    from evaluation.persons_check import figures, premises
     from evaluation.reader_data import Row
     from evaluation.reader_eval import Scored
+    from evaluation.round_check import persons as figures
+    from evaluation.round_check import premises
 
     kinds = premises()
     assert sum(k == "wrong_person" for k in kinds.values()) >= 300
@@ -124,3 +146,23 @@ def test_the_persons_round_is_read_by_premise_and_scored_by_decline():
     assert f["wrong_person_declined"] == 0.5 and f["right_person_false_declines"] == 0.5
     assert f["right_person_cite_hit1"] == 0.5  # r1's reader order leads with its gold row, r2's does not
     assert f["decline_auc"] == 0.625  # 0.95 beats both near misses; 0.02 ties one and loses to the other
+
+
+def test_the_states_round_counts_which_message_leads_and_the_unsettled_declined():
+    from evaluation.reader_data import Row
+    from evaluation.reader_eval import Scored
+    from evaluation.round_check import states
+
+    def s(qid: str, kind: str, probs: list[float], gold: int | None) -> Scored:
+        rows = [Row(f"c{i}", "A: x", "", int(i == gold), rank=i, rerank=0.0) for i in range(len(probs))]
+        return Scored(QuestionRows(qid, "chats", "c", "where's dinner?", kind, "current", False, rows), probs,
+                      [""] * len(probs))
+
+    scored = [s("n1", "answerable", [0.9, 0.3], 0), s("n2", "answerable", [0.9, 0.3], 1),
+              s("b1", "answerable", [0.01, 0.02], 1), s("u1", "near_miss", [0.01, 0.02], None),
+              s("u2", "near_miss", [0.6, 0.02], None)]
+    kinds = {"n1": "now", "n2": "now", "b1": "before", "u1": "unsettled", "u2": "unsettled"}
+    f = states(scored, kinds, {"n2": {"c0"}, "b1": {"c0"}}, threshold=0.05, weight=0.0)
+    assert (f["now"], f["now_cite_hit1"], f["now_decoy_first"], f["now_false_declines"]) == (2, 0.5, 0.5, 0.0)
+    assert (f["before_cite_hit1"], f["before_decoy_first"], f["before_false_declines"]) == (1.0, 0.0, 1.0)
+    assert f["unsettled"] == 2 and f["unsettled_declined"] == 0.5

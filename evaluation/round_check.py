@@ -1,0 +1,116 @@
+"""A reader model on one labelling round's questions (evaluation/data/LABELLING.md, Parts A3 and A4).
+
+    python -m evaluation.round_check persons|states [GRAPH] [--threshold T] [--weight W] [--chats CHAT ...]
+
+GRAPH is an int8 reader graph (default: the shipped encoder). The round's questions are read through it by
+premise. Persons round: the share of wrong-person near misses declined at the threshold, the right-person
+twins falsely declined, the decline AUC between the two, and the twins' cite-hit@1. States round: for questions
+about the state now, how often the reply leads with the message that holds it and how often with a decoy (a
+vote, a proposal, the plan it replaced); the same for the state before a change; and the share of never-settled
+near misses declined. Until a run trains on a round its questions are unseen by every model, so they are the
+round's "before"; afterwards only the validation chats' questions are.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from .reader_data import QuestionRows
+
+PREMISES = {"persons": ("wrong_person", "right_person"), "states": ("now", "before", "unsettled")}
+
+
+def _lines(round_name: str):
+    from .reader_labels import QUESTIONS_DIR
+    from .reader_rounds import in_round, last_before
+
+    before = last_before(round_name)
+    for path in sorted(QUESTIONS_DIR.glob("*.jsonl")):
+        for line in path.read_text("utf-8").splitlines():
+            if line.strip():
+                item = json.loads(line)
+                if in_round(item["id"], before) and item.get("premise") in PREMISES[round_name]:
+                    yield item
+
+
+def premises(round_name: str = "persons") -> dict[str, str]:
+    """Question id -> its premise, for the round's lines that carry one."""
+    return {item["id"]: item["premise"] for item in _lines(round_name)}
+
+
+def decoys(round_name: str = "states") -> dict[str, set[str]]:
+    """Question id -> the turns labelled as read-alikes that do not answer it."""
+    return {item["id"]: set(item.get("decoys") or []) for item in _lines(round_name)}
+
+
+def persons(scored: Sequence, kinds: dict[str, str], threshold: float, weight: float) -> dict[str, float]:
+    """Declines and reading of the persons round's questions (``scored``: evaluation.reader_eval.Scored)."""
+    from .reader_eval import hit_at_1
+    from .reader_metrics import auc
+
+    wrong = [s for s in scored if kinds.get(s.q.qid) == "wrong_person"]
+    right = [s for s in scored if kinds.get(s.q.qid) == "right_person"]
+    found = [s for s in right if any(r.label == 1 for r in s.read)]
+    hits = [h for s in found if (h := hit_at_1(s, weight)) is not None]
+    return {"wrong_person": len(wrong), "right_person": len(right),
+            "wrong_person_declined": sum(s.best < threshold for s in wrong) / max(len(wrong), 1),
+            "right_person_false_declines": sum(s.best < threshold for s in right) / max(len(right), 1),
+            "decline_auc": auc([s.best for s in found], [s.best for s in wrong]),
+            "right_person_cite_hit1": sum(hits) / max(len(hits), 1), "threshold": threshold, "weight": weight}
+
+
+def states(scored: Sequence, kinds: dict[str, str], decoy_turns: dict[str, set[str]], threshold: float,
+           weight: float) -> dict[str, float]:
+    """Which message the reply leads with on the states round's questions, and the unsettled ones declined."""
+    from .reader_eval import reply_order
+
+    out: dict[str, float] = {"threshold": threshold, "weight": weight}
+    for premise in ("now", "before"):
+        qs = [s for s in scored if kinds.get(s.q.qid) == premise]
+        found = [s for s in qs if any(r.label == 1 for r in s.read)]
+        leads = [s.read[reply_order(s, weight)[0]] for s in found]
+        out[premise] = len(qs)
+        out[f"{premise}_cite_hit1"] = sum(r.label == 1 for r in leads) / max(len(found), 1)
+        out[f"{premise}_decoy_first"] = sum(r.msg_id in decoy_turns.get(s.q.qid, set())
+                                            for s, r in zip(found, leads)) / max(len(found), 1)
+        out[f"{premise}_false_declines"] = sum(s.best < threshold for s in qs) / max(len(qs), 1)
+    unsettled = [s for s in scored if kinds.get(s.q.qid) == "unsettled"]
+    out["unsettled"] = len(unsettled)
+    out["unsettled_declined"] = sum(s.best < threshold for s in unsettled) / max(len(unsettled), 1)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from memory.embeddings.minilm_onnx import OnnxMiniLMEmbedder
+    from memory.encoder.model import MODELS, VERSION, Encoder
+
+    from .reader_data import cached_rows
+    from .reader_eval import score
+    from .reader_labels import load
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("round", choices=sorted(PREMISES))
+    parser.add_argument("graph", nargs="?", type=Path, default=MODELS / f"{VERSION}.onnx")
+    parser.add_argument("--threshold", type=float, help="default: the shipped encoder's")
+    parser.add_argument("--weight", type=float, help="default: the shipped encoder's")
+    parser.add_argument("--chats", nargs="+", help="only these chats (e.g. a run's validation chats)")
+    args = parser.parse_args(argv)
+    meta = json.loads((MODELS / f"{VERSION}.json").read_text())
+    threshold = args.threshold if args.threshold is not None else float(meta["threshold"])
+    weight = args.weight if args.weight is not None else float(meta["rerank_weight"])
+    kinds = premises(args.round)
+    rows: list[QuestionRows] = [q for q in cached_rows(load(["chats"]), OnnxMiniLMEmbedder()) if q.qid in kinds
+                                and q.kind in ("answerable", "near_miss")
+                                and (not args.chats or q.conversation in args.chats)]
+    scored = score(Encoder(args.graph, {"version": args.graph.stem}), rows)
+    if args.round == "persons":
+        result = persons(scored, kinds, threshold, weight)
+    else:
+        result = states(scored, kinds, decoys(args.round), threshold, weight)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
