@@ -6,7 +6,11 @@ int8 graph reads the same questions, its threshold and order weight are chosen o
 and false declines are counted per question form, since a form can be declined as a form ("what time" once
 was mostly unanswerable in the data).
 
-    python -m evaluation.reader_compare all forms-replay  [--out out/reader/runs] [--write FILE]
+    python -m evaluation.reader_compare all forms-replay  [--out out/reader/runs] [--write FILE] [--rule]
+
+Each run's figures include the labelling rounds' validation-chat questions read by premise
+(evaluation/round_check.py). ``--rule`` checks the last run against the first by the shipping rule written
+before `all-states` was scored (docs/reader.md), condition by condition; LoCoMo comes from each run's own report.
 """
 from __future__ import annotations
 
@@ -52,6 +56,7 @@ def compare(names: Sequence[str], out: Path, log=print) -> dict:
 
     from .reader_eval import choose, figures, score
     from .reader_train import RUNS, rows_for
+    from .round_check import decoys, persons, premises, states
 
     val_ids = set(json.loads((out / names[-1] / "split.json").read_text())["validation"])
     _, rows = rows_for(RUNS[names[-1]], OnnxMiniLMEmbedder(), names[-1])
@@ -65,11 +70,49 @@ def compare(names: Sequence[str], out: Path, log=print) -> dict:
         scored = {src: score(encoder, qs) for src, qs in by_source.items()}
         threshold, weight = choose(scored)
         forms = form_declines([s for ss in scored.values() for s in ss], threshold)
+        chats = scored.get("chats", [])
         report["runs"][name] = {"threshold": threshold, "rerank_weight": weight,
                                 "validation": {src: figures(ss, threshold, weight) for src, ss in scored.items()},
-                                "crowded_forms": crowded(forms), "forms": forms}
+                                "crowded_forms": crowded(forms), "forms": forms,
+                                "rounds": {"persons": persons(chats, premises("persons"), threshold, weight),
+                                           "states": states(chats, premises("states"), decoys("states"),
+                                                            threshold, weight)}}
         log(f"{name}: {json.dumps({k: v for k, v in report['runs'][name].items() if k != 'forms'})}")
     return report
+
+
+def rule(base: dict, cand: dict, base_locomo: float, cand_locomo: float) -> list[tuple[str, float, float, bool]]:
+    """The shipping rule written before `all-states` was scored, for a candidate against the shipped model, both
+    from one `compare` report: (condition, shipped value, candidate value, met). The test suite with the candidate
+    in place is the rule's last part and is run by hand (docs/reader.md)."""
+    def val(run: dict, src: str, key: str) -> float:
+        return float(run["validation"].get(src, {}).get(key, float("nan")))
+
+    def rnd(run: dict, name: str, key: str) -> float:
+        return float(run["rounds"][name][key])
+
+    fq = (val(base, "friendsqa", "decline_auc_labelled"), val(cand, "friendsqa", "decline_auc_labelled"))
+    twins = (rnd(base, "persons", "right_person_false_declines") * rnd(base, "persons", "right_person"),
+             rnd(cand, "persons", "right_person_false_declines") * rnd(cand, "persons", "right_person"))
+    return [
+        ("chats cite-hit@1 at least", val(base, "chats", "cite_hit1"), val(cand, "chats", "cite_hit1"),
+         val(cand, "chats", "cite_hit1") >= val(base, "chats", "cite_hit1")),
+        ("chats labelled AUC at least", val(base, "chats", "decline_auc_labelled"),
+         val(cand, "chats", "decline_auc_labelled"),
+         val(cand, "chats", "decline_auc_labelled") >= val(base, "chats", "decline_auc_labelled")),
+        ("LoCoMo cite-hit@1 at most 0.5 points lower", base_locomo, cand_locomo, cand_locomo >= base_locomo - 0.005),
+        ("FriendsQA labelled AUC at most 0.01 lower", fq[0], fq[1], fq[1] >= fq[0] - 0.01),
+        ("state now: led by a decoy less often", rnd(base, "states", "now_decoy_first"),
+         rnd(cand, "states", "now_decoy_first"),
+         rnd(cand, "states", "now_decoy_first") < rnd(base, "states", "now_decoy_first")),
+        ("state before: cited first no less often", rnd(base, "states", "before_cite_hit1"),
+         rnd(cand, "states", "before_cite_hit1"),
+         rnd(cand, "states", "before_cite_hit1") >= rnd(base, "states", "before_cite_hit1")),
+        ("wrong-person near misses declined more", rnd(base, "persons", "wrong_person_declined"),
+         rnd(cand, "persons", "wrong_person_declined"),
+         rnd(cand, "persons", "wrong_person_declined") > rnd(base, "persons", "wrong_person_declined")),
+        ("right-person twins falsely declined: at most one more", twins[0], twins[1], twins[1] <= twins[0] + 1),
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -77,8 +120,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+", help="run names under --out, each with an encoder.onnx")
     parser.add_argument("--out", type=Path, default=Path("out/reader/runs"))
     parser.add_argument("--write", type=Path, help="write the report here as JSON")
+    parser.add_argument("--rule", action="store_true", help="check the last run against the first by the rule")
     args = parser.parse_args(argv)
     report = compare(args.runs, args.out)
+    if args.rule:
+        first, last = args.runs[0], args.runs[-1]
+        locomo = [json.loads((args.out / r / "report.json").read_text())["held_out"]["locomo"]["cite_hit1"]
+                  for r in (first, last)]
+        report["rule"] = rule(report["runs"][first], report["runs"][last], *locomo)
+        for cond, b, c, met in report["rule"]:
+            print(f"{'met' if met else 'NOT met'}: {cond} ({first} {b:.4f}, {last} {c:.4f})")
+        print("rule met (now run the tests with the candidate in place)" if all(m for *_, m in report["rule"])
+              else "rule not met: do not ship")
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)
         args.write.write_text(json.dumps(report, indent=1))

@@ -166,3 +166,23 @@ def test_the_states_round_counts_which_message_leads_and_the_unsettled_declined(
     assert (f["now"], f["now_cite_hit1"], f["now_decoy_first"], f["now_false_declines"]) == (2, 0.5, 0.5, 0.0)
     assert (f["before_cite_hit1"], f["before_decoy_first"], f["before_false_declines"]) == (1.0, 0.0, 1.0)
     assert f["unsettled"] == 2 and f["unsettled_declined"] == 0.5
+
+
+def test_the_shipping_rule_is_checked_condition_by_condition():
+    from evaluation.reader_compare import rule
+
+    def run(cite: float, auc: float, fq_auc: float, decoy: float, before: float, wrong: float, twins_fd: float):
+        return {"validation": {"chats": {"cite_hit1": cite, "decline_auc_labelled": auc},
+                               "friendsqa": {"decline_auc_labelled": fq_auc}},
+                "rounds": {"states": {"now_decoy_first": decoy, "before_cite_hit1": before},
+                           "persons": {"wrong_person_declined": wrong, "right_person": 40,
+                                       "right_person_false_declines": twins_fd}}}
+
+    base = run(0.688, 0.860, 0.875, 0.36, 0.42, 0.13, 3 / 40)
+    better = run(0.70, 0.87, 0.870, 0.30, 0.42, 0.20, 4 / 40)
+    assert all(met for *_, met in rule(base, better, 0.683, 0.680))
+    worse = run(0.70, 0.87, 0.860, 0.36, 0.40, 0.13, 5 / 40)
+    failed = [cond for cond, _, _, met in rule(base, worse, 0.683, 0.677) if not met]
+    assert failed == ["LoCoMo cite-hit@1 at most 0.5 points lower", "FriendsQA labelled AUC at most 0.01 lower",
+                      "state now: led by a decoy less often", "state before: cited first no less often",
+                      "wrong-person near misses declined more", "right-person twins falsely declined: at most one more"]
