@@ -103,9 +103,12 @@ def timeline_reply(store: Store, searcher: Searcher, records: Records, scope_ids
                 tags = ", ".join(t for t in (*_tags(r, names), step) if t)
                 lines.append(f"- {stamp(r.ts)[:10]} {_said(r, by_id, names)}{f' ({tags})' if tags else ''} "
                              f"{cites.record(r, by_id)}".rstrip())
-        if got.messages:
+        # A message the analysis pass already filed is on a record line above; list it once.
+        filed = {i for chain in got.chains for r in chain for i in r.sources}
+        unread = [m for m in got.messages if m.id not in filed]
+        if unread:
             lines.append("Not in memory yet (the writer has not read these messages):")
-            lines += [_message_line(m, cites) for m in got.messages[:MAX_LINES]]
+            lines += [_message_line(m, cites) for m in unread[:MAX_LINES]]
     elif got.messages or got.read_messages:
         if got.messages and not got.read_messages:
             lines.append(f"No memory records about {label!r} are written yet: {_not_read(got.waiting)}. "

@@ -184,3 +184,14 @@ def test_inspector_person_page_before_and_after_the_writer(demo, tmp_path):
     for r in leo:
         if r["source"] != "Leo" and r["owner"] == "Leo":
             assert r["why"] == f"about them, said by {r['source']}"
+
+
+def test_a_message_the_analysis_pass_filed_is_not_listed_again_as_unread(demo):
+    """Before the writer runs, the analysis pass has filed the dinner decision as a group record: the timeline
+    shows it once, as the record, not again among the messages the writer has not read."""
+    bot, key = demo
+    bot.analyse_pending(limit=None)
+    reply = bot.timeline(key, "dinner")
+    assert reply.data["chains"], reply.text
+    assert sum("Decision: pizza" in line for line in reply.text.splitlines()) == 1, reply.text
+    assert "end-of-season dinner" in reply.text  # an unfiled message on the topic is still listed
