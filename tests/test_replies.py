@@ -367,4 +367,8 @@ def test_what_did_we_decide_quotes_the_groups_records(demo_bot):
     assert any(t.startswith("Rule for the night") for t in texts), reply.text
     stamps = [bot.store.messages([c.message_id])[0].ts for c in reply.citations]
     assert stamps == sorted(stamps, reverse=True) and not reply.data["abstained"]
+    labels = [line.split("]", 1)[1].split(":", 1)[0].strip() for line in reply.text.splitlines()[1:]
+              if line.strip().startswith("[")]
+    first = reply.text.splitlines()[0]  # "decisions first" only when a decision is listed before other kinds
+    assert ("decisions first" in first) == ("decision" in labels and len(set(labels)) > 1), reply.text
     assert "Ask me about" in bot.ask(key, "hi").text                         # a greeting still gets the hint

@@ -121,4 +121,7 @@ class StateReader:
             return None
         quoted = [Quoted(n + 1, m, q.quote, label) for n, ((m, label), q)
                   in enumerate(zip(picked, self.builder.quotes([m for m, _ in picked], [])))]
-        return ReplyDraft("Here's what the group has settled, decisions first:", quoted, False, "group", 1.0)
+        kinds = {label.split(",")[0] for _, label in picked}
+        lead = ("Here's what the group has settled, decisions first:" if "decision" in kinds and len(kinds) > 1
+                else "Here's what the group has settled:")  # say "decisions first" only where there are some
+        return ReplyDraft(lead, quoted, False, "group", 1.0)
