@@ -192,6 +192,7 @@ def check_chat(chat: dict, stem: str) -> tuple[list[str], Counter]:
         if kind in ("decision", "plan", "rule", "task", "question", "change") and not act.get("owner"):
             problems.append(f"{tid}: {kind} needs an owner")
     contents = {t.get("turn"): t.get("content", "") for t in turns}
+    speaker_of = {t.get("turn"): t.get("speaker_id") for t in turns}
     for q in chat.get("qa_pairs", []):
         qid = q.get("id", "?")
         anchors = q.get("evidence_anchors") or []
@@ -203,6 +204,18 @@ def check_chat(chat: dict, stem: str) -> tuple[list[str], Counter]:
         for a in anchors:
             if a.get("turn_id") not in contents:
                 problems.append(f"{qid}: anchor {a.get('turn_id')!r} is not in the chat")
+        per = q.get("per_member")
+        if q.get("category") == "each" and not isinstance(per, dict):
+            problems.append(f"{qid}: an each question needs per_member: speaker id -> turn ids")
+        for member, ids in (per or {}).items() if isinstance(per, dict) else ():
+            if not isinstance(ids, list):
+                problems.append(f"{qid}: per_member[{member!r}] should be a list of turn ids")
+                continue
+            for t in ids:
+                if t not in speaker_of:
+                    problems.append(f"{qid}: per_member turn {t!r} is not in the chat")
+                elif speaker_of[t] != member:
+                    problems.append(f"{qid}: per_member turn {t} is by {speaker_of[t]}, not {member}")
         span = q.get("answer_span")
         if q.get("category") not in ("each", "absent") and primary and span \
                 and span not in contents.get(primary[0].get("turn_id"), ""):

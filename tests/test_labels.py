@@ -118,3 +118,12 @@ def test_decoys_are_read_as_what_does_not_answer_and_stale_turns_stay_neither():
     assert plain.ignore == {"t_s01_t001"} and plain.topic == []
     states = _from_line(json.loads(line(decoys=["t_s01_t001"], premise="now")), by_turn, "chats")
     assert states.topic == ["t_s01_t001"] and states.ignore == set() and list(states.gold) == ["t_s01_t002"]
+
+
+def test_chat_checks_that_each_member_questions_list_turn_ids_per_member():
+    bad = json.loads(json.dumps(CHAT))
+    bad["qa_pairs"] = [{"id": "t_q01", "category": "each", "question": "what did everyone say about the gig?",
+                        "evidence_anchors": [], "per_member": {"ana": "she's in", "ben": ["t_s01_t001"]}}]
+    problems, _ = check_chat(bad, "t")
+    assert any("should be a list of turn ids" in p for p in problems)
+    assert any("is by ana, not ben" in p for p in problems)
