@@ -79,17 +79,8 @@ def check_questions(lines: list[str], chat: dict, stem: str) -> tuple[list[str],
             if not isinstance(per, dict) or not per:
                 problems.append(f"{where}: an each question needs per_member")
                 continue
-            for member, ids in per.items():
-                if member not in speakers:
-                    problems.append(f"{where}: per_member names {member!r}, not a speaker id")
-                if not isinstance(ids, list):
-                    problems.append(f"{where}: per_member[{member!r}] should be a list")
-                    continue
-                for t in ids:
-                    if t not in by_id:
-                        problems.append(f"{where}: per_member turn {t!r} is not in the chat")
-                    elif by_id[t]["speaker_id"] != member:
-                        problems.append(f"{where}: per_member turn {t} is by {by_id[t]['speaker_id']}, not {member}")
+            problems += [f"{where}: per_member names {m!r}, not a speaker id" for m in per if m not in speakers]
+            problems += _per_member_turns(where, per, {t: by_id[t]["speaker_id"] for t in by_id})
             missing = speakers - set(per)
             if missing:
                 problems.append(f"{where}: per_member leaves out {', '.join(sorted(missing))}")
@@ -207,15 +198,8 @@ def check_chat(chat: dict, stem: str) -> tuple[list[str], Counter]:
         per = q.get("per_member")
         if q.get("category") == "each" and not isinstance(per, dict):
             problems.append(f"{qid}: an each question needs per_member: speaker id -> turn ids")
-        for member, ids in (per or {}).items() if isinstance(per, dict) else ():
-            if not isinstance(ids, list):
-                problems.append(f"{qid}: per_member[{member!r}] should be a list of turn ids")
-                continue
-            for t in ids:
-                if t not in speaker_of:
-                    problems.append(f"{qid}: per_member turn {t!r} is not in the chat")
-                elif speaker_of[t] != member:
-                    problems.append(f"{qid}: per_member turn {t} is by {speaker_of[t]}, not {member}")
+        if isinstance(per, dict):
+            problems += _per_member_turns(qid, per, speaker_of)
         span = q.get("answer_span")
         if q.get("category") not in ("each", "absent") and primary and span \
                 and span not in contents.get(primary[0].get("turn_id"), ""):
@@ -226,6 +210,21 @@ def check_chat(chat: dict, stem: str) -> tuple[list[str], Counter]:
                 problems.append(f"catchup: turn {t!r} is not in the chat")
     counts["turns"] = len(turns)
     return problems, counts
+
+
+def _per_member_turns(where: str, per: dict, speaker_of: dict) -> list[str]:
+    """Problems with an each-member question's turns: each member's a list of turns in the chat, by that member."""
+    problems = []
+    for member, ids in per.items():
+        if not isinstance(ids, list):
+            problems.append(f"{where}: per_member[{member!r}] should be a list of turn ids")
+            continue
+        for t in ids:
+            if t not in speaker_of:
+                problems.append(f"{where}: per_member turn {t!r} is not in the chat")
+            elif speaker_of[t] != member:
+                problems.append(f"{where}: per_member turn {t} is by {speaker_of[t]}, not {member}")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
