@@ -33,6 +33,7 @@ def check_questions(lines: list[str], chat: dict, stem: str) -> tuple[list[str],
     """Problems found in a reader-question file (one message per problem) and its counts."""
     turns = turns_of(chat)
     by_id = {t["turn"]: t for t in turns}
+    speaker_of = {t["turn"]: t["speaker_id"] for t in turns}
     speakers = {s["id"] for s in chat.get("speakers", [])} or {t["speaker_id"] for t in turns}
     problems: list[str] = []
     counts: Counter = Counter()
@@ -80,7 +81,7 @@ def check_questions(lines: list[str], chat: dict, stem: str) -> tuple[list[str],
                 problems.append(f"{where}: an each question needs per_member")
                 continue
             problems += [f"{where}: per_member names {m!r}, not a speaker id" for m in per if m not in speakers]
-            problems += _per_member_turns(where, per, {t: by_id[t]["speaker_id"] for t in by_id})
+            problems += _per_member_turns(where, per, speaker_of)
             missing = speakers - set(per)
             if missing:
                 problems.append(f"{where}: per_member leaves out {', '.join(sorted(missing))}")

@@ -65,6 +65,7 @@ def compare(names: Sequence[str], out: Path, log=print) -> dict:
         if q.conversation in val_ids:
             by_source[q.source].append(q)
     report: dict = {"validation": sorted(val_ids), "runs": {}}
+    persons_kinds, states_kinds, states_decoys = premises("persons"), premises("states"), decoys("states")
     for name in names:
         encoder = Encoder(out / name / "encoder.onnx", {"version": name})
         scored = {src: score(encoder, qs) for src, qs in by_source.items()}
@@ -74,9 +75,9 @@ def compare(names: Sequence[str], out: Path, log=print) -> dict:
         report["runs"][name] = {"threshold": threshold, "rerank_weight": weight,
                                 "validation": {src: figures(ss, threshold, weight) for src, ss in scored.items()},
                                 "crowded_forms": crowded(forms), "forms": forms,
-                                "rounds": {"persons": persons(chats, premises("persons"), threshold, weight),
-                                           "states": states(chats, premises("states"), decoys("states"),
-                                                            threshold, weight)}}
+                                "rounds": {"persons": persons(chats, persons_kinds, threshold, weight),
+                                           "states": states(chats, states_kinds, states_decoys, threshold,
+                                                            weight)}}
         log(f"{name}: {json.dumps({k: v for k, v in report['runs'][name].items() if k != 'forms'})}")
     return report
 
@@ -91,28 +92,25 @@ def rule(base: dict, cand: dict, base_locomo: float, cand_locomo: float) -> list
     def rnd(run: dict, name: str, key: str) -> float:
         return float(run["rounds"][name][key])
 
-    fq = (val(base, "friendsqa", "decline_auc_labelled"), val(cand, "friendsqa", "decline_auc_labelled"))
-    twins = (rnd(base, "persons", "right_person_false_declines") * rnd(base, "persons", "right_person"),
-             rnd(cand, "persons", "right_person_false_declines") * rnd(cand, "persons", "right_person"))
-    return [
-        ("chats cite-hit@1 at least", val(base, "chats", "cite_hit1"), val(cand, "chats", "cite_hit1"),
-         val(cand, "chats", "cite_hit1") >= val(base, "chats", "cite_hit1")),
-        ("chats labelled AUC at least", val(base, "chats", "decline_auc_labelled"),
-         val(cand, "chats", "decline_auc_labelled"),
-         val(cand, "chats", "decline_auc_labelled") >= val(base, "chats", "decline_auc_labelled")),
-        ("LoCoMo cite-hit@1 at most 0.5 points lower", base_locomo, cand_locomo, cand_locomo >= base_locomo - 0.005),
-        ("FriendsQA labelled AUC at most 0.01 lower", fq[0], fq[1], fq[1] >= fq[0] - 0.01),
-        ("state now: led by a decoy less often", rnd(base, "states", "now_decoy_first"),
-         rnd(cand, "states", "now_decoy_first"),
-         rnd(cand, "states", "now_decoy_first") < rnd(base, "states", "now_decoy_first")),
-        ("state before: cited first no less often", rnd(base, "states", "before_cite_hit1"),
-         rnd(cand, "states", "before_cite_hit1"),
-         rnd(cand, "states", "before_cite_hit1") >= rnd(base, "states", "before_cite_hit1")),
-        ("wrong-person near misses declined more", rnd(base, "persons", "wrong_person_declined"),
-         rnd(cand, "persons", "wrong_person_declined"),
-         rnd(cand, "persons", "wrong_person_declined") > rnd(base, "persons", "wrong_person_declined")),
-        ("right-person twins falsely declined: at most one more", twins[0], twins[1], twins[1] <= twins[0] + 1),
+    def twins(run: dict) -> float:
+        return rnd(run, "persons", "right_person_false_declines") * rnd(run, "persons", "right_person")
+
+    at_least = lambda b, c: c >= b  # noqa: E731
+    conditions = [  # (what, how to read it from a run, met given (shipped, candidate))
+        ("chats cite-hit@1 at least", lambda r: val(r, "chats", "cite_hit1"), at_least),
+        ("chats labelled AUC at least", lambda r: val(r, "chats", "decline_auc_labelled"), at_least),
+        ("LoCoMo cite-hit@1 at most 0.5 points lower", lambda r: r["locomo"], lambda b, c: c >= b - 0.005),
+        ("FriendsQA labelled AUC at most 0.01 lower", lambda r: val(r, "friendsqa", "decline_auc_labelled"),
+         lambda b, c: c >= b - 0.01),
+        ("state now: led by a decoy less often", lambda r: rnd(r, "states", "now_decoy_first"),
+         lambda b, c: c < b),
+        ("state before: cited first no less often", lambda r: rnd(r, "states", "before_cite_hit1"), at_least),
+        ("wrong-person near misses declined more", lambda r: rnd(r, "persons", "wrong_person_declined"),
+         lambda b, c: c > b),
+        ("right-person twins falsely declined: at most one more", twins, lambda b, c: c <= b + 1),
     ]
+    base, cand = {**base, "locomo": base_locomo}, {**cand, "locomo": cand_locomo}
+    return [(what, b, c, met(b, c)) for what, read, met in conditions for b, c in [(read(base), read(cand))]]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

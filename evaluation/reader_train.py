@@ -34,7 +34,8 @@ SHIPPED = "all"  # the run `chorus train answer` ships (encoder-v2)
 # forms round's questions with twice as many earlier ones drawn at random beside them (`replay_set`), so the run
 # learns the new questions without drifting from what it had learned; a whole pass costs 2 h 40 min here.
 # persons-replay does the same with the persons round (Part A3). all-states reads everything once more, every
-# round included (the states round, Part A4, with its decoys as hard negatives), from all-forms (encoder-v3).
+# round included (the states round, Part A4, with its decoys as hard negatives), from all-forms (measured, not
+# shipped; docs/reader.md).
 STARTS_FROM = {"all": "without-friendsqa", "all-balanced": "all", "all-forms": "all", "forms-replay": "all",
                "persons-replay": "all", "all-states": "all-forms"}
 # what each such run changes
