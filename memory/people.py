@@ -34,6 +34,18 @@ def name_pattern(name: str) -> re.Pattern[str] | None:
     return re.compile(r"(?<![\w@])@?" + re.escape(name) + r"(?:'s|’s)?(?![\w])", re.I)
 
 
+# A nick's decorations: "kenji|work", "Tess_R", "Nkechi.O", "jpb-away". People call such a member by the part
+# before the first separator ("kenji: try nomodeset"), as IRC, Matrix and Discord users do.
+_NICK_STEM = re.compile(r"([^\W_]{3,})[|_.\-]\S*")
+
+
+def nick_stem(name: str) -> str | None:
+    """The name people call a one-word nick by ("kenji" for "kenji|work"), or None when it has no decoration."""
+    name = name.strip()
+    m = _NICK_STEM.fullmatch(name) if " " not in name else None
+    return m.group(1) if m else None
+
+
 def member_names(p: Person) -> list[str]:
     """Every name a member goes by: display name, its first word, aliases, and the platform id."""
     names = [p.display_name, *p.aliases, p.person_id]
@@ -43,6 +55,18 @@ def member_names(p: Person) -> list[str]:
     return [n for n in dict.fromkeys(" ".join(n.split()) for n in names) if len(n) >= 2]
 
 
+def nick_stems(roster: Sequence[Person]) -> dict[str, str]:
+    """Person id for each nick stem that names one member only and is no other member's name."""
+    taken = {n.casefold() for p in roster for n in member_names(p)}
+    owners: dict[str, set[str]] = {}
+    for p in roster:
+        for n in (p.display_name, *p.aliases):
+            stem = nick_stem(n)
+            if stem:
+                owners.setdefault(stem.casefold(), set()).add(p.person_id)
+    return {stem: next(iter(ids)) for stem, ids in owners.items() if len(ids) == 1 and stem not in taken}
+
+
 class People:
     """Finds the roster members a text names, aliases, @mentions or replies to."""
 
@@ -50,8 +74,9 @@ class People:
         self.roster = [p for p in roster if include_bots or not p.is_bot]
         self.patterns: list[tuple[str, str, re.Pattern[str]]] = []  # (person id, name, pattern)
         seen: set[tuple[str, str]] = set()
+        stems = nick_stems(self.roster)
         for p in self.roster:
-            for name in member_names(p):
+            for name in [*member_names(p), *(s for s, pid in stems.items() if pid == p.person_id)]:
                 pat = name_pattern(name)
                 if pat is not None and (p.person_id, name.casefold()) not in seen:
                     seen.add((p.person_id, name.casefold()))

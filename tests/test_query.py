@@ -96,6 +96,19 @@ def test_names_the_chat_never_uses_are_unknown_and_those_it_uses_are_mentioned()
     assert q.unknown == ["Zelda"] and q.named == []
 
 
+CHANNEL = [Person(1, "kenjiwork", "kenji|work", [], 9, 0, 0), Person(1, "tessr", "Tess_R", [], 4, 0, 0),
+           Person(1, "dave1", "dave_1", [], 2, 0, 0), Person(1, "dave2", "dave|afk", [], 2, 0, 0),
+           Person(1, "mkowal", "mkowal", [], 3, 0, 0)]
+
+
+def test_a_decorated_nick_is_called_by_its_stem():
+    """In a help channel "kenji" is kenji|work; a stem two nicks share ("dave") names neither."""
+    assert project("what did kenji suggest for the boot loop?", roster=CHANNEL).named == ["kenjiwork"]
+    assert project("did Tess get wifi working?", roster=CHANNEL).named == ["tessr"]
+    assert project("what did dave say?", roster=CHANNEL, known=lambda words: set(words)).named == []
+    assert project("what did mkowal paste?", roster=CHANNEL).named == ["mkowal"]
+
+
 def test_first_person_means_the_asker():
     assert project("What did I promise to bring?", asker_id="u3").people == ["u3"]
     assert project("What did I promise to bring?").people == []
