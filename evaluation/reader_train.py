@@ -23,7 +23,7 @@ from .reader_rounds import before_round, replay_set
 
 RUNS = {"without-friendsqa": ("chats", "socialmem"), "without-socialmem": ("chats", "friendsqa"),
         "all": SOURCES, "all-balanced": SOURCES, "all-forms": SOURCES, "forms-replay": SOURCES,
-        "persons-replay": SOURCES, "all-states": SOURCES}
+        "persons-replay": SOURCES, "all-states": SOURCES, "all-72": SOURCES}
 SHIPPED = "all"  # the run `chorus train answer` ships (encoder-v2)
 # How each run is trained. The shipped run starts from the without-friendsqa run's weights and reads everything
 # once more at half the rate: one pass costs ~90 min on two cores where three from MiniLM cost ~4.5 h, and the
@@ -35,13 +35,15 @@ SHIPPED = "all"  # the run `chorus train answer` ships (encoder-v2)
 # learns the new questions without drifting from what it had learned; a whole pass costs 2 h 40 min here.
 # persons-replay does the same with the persons round (Part A3). all-states reads everything once more, every
 # round included (the states round, Part A4, with its decoys as hard negatives), from all-forms (measured, not
-# shipped; docs/reader.md).
+# shipped; docs/reader.md). all-72 reads it all once more from all-states with the twelve chats added after it
+# (72 in all: three help channels, three dense in changes; evaluation/data/train/README.md).
 STARTS_FROM = {"all": "without-friendsqa", "all-balanced": "all", "all-forms": "all", "forms-replay": "all",
-               "persons-replay": "all", "all-states": "all-forms"}
+               "persons-replay": "all", "all-states": "all-forms", "all-72": "all-states"}
 # what each such run changes
 CONTINUED: dict[str, dict[str, Any]] = {"all": {"lr": 2e-5}, "all-balanced": {"lr": 1e-5, "balance_forms": True},
                                         "all-forms": {"lr": 1e-5}, "forms-replay": {"lr": 1e-5},
-                                        "persons-replay": {"lr": 1e-5}, "all-states": {"lr": 1e-5}}
+                                        "persons-replay": {"lr": 1e-5}, "all-states": {"lr": 1e-5},
+                                        "all-72": {"lr": 1e-5}}
 # runs that read only a round's new questions and a seeded sample of the others: how many others per new one
 REPLAY = {"forms-replay": ("forms", 2), "persons-replay": ("persons", 2)}
 # runs started before a labelling round: they read and are scored on the data as it was before it
@@ -56,7 +58,7 @@ def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
 
 
 HELD_OUT = {"without-friendsqa": "friendsqa", "without-socialmem": "socialmem", "all": None, "all-balanced": None,
-            "all-forms": None, "forms-replay": None, "persons-replay": None, "all-states": None}
+            "all-forms": None, "forms-replay": None, "persons-replay": None, "all-states": None, "all-72": None}
 
 
 def is_validation(conversation: str) -> bool:
