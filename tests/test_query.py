@@ -109,6 +109,13 @@ def test_a_decorated_nick_is_called_by_its_stem():
     assert project("what did mkowal paste?", roster=CHANNEL).named == ["mkowal"]
 
 
+def test_the_reader_reads_a_nick_stem_as_the_nick():
+    assert project("is Tess's wifi fixed?", roster=CHANNEL).reader_text == "is Tess_R's wifi fixed?"
+    asked = project("what did kenji and @mkowal say?", roster=CHANNEL)
+    assert asked.reader_text == "what did kenji|work and @mkowal say?"
+    assert project("what did Maya say?").reader_text == "what did Maya say?"  # a whole name stays as asked
+
+
 def test_first_person_means_the_asker():
     assert project("What did I promise to bring?", asker_id="u3").people == ["u3"]
     assert project("What did I promise to bring?").people == []

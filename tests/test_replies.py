@@ -98,6 +98,16 @@ def test_a_mention_is_not_counted_as_the_chat_using_its_words(demo_bot):
     assert "an hour late" in text.split("[1]")[0] and "doesn't say" not in text, text
 
 
+def test_a_member_called_by_a_nick_stem_is_read_as_that_author(demo_bot):
+    """The reader reads "Tess_R: ..." as a candidate; asked about "Tess", it reads the question as the chat names
+    her, so her own message leads rather than a better-read message of someone else."""
+    bot, chat, out = demo_bot
+    ask(chat, out, "Tess_R: is the parking at the club house free on match days?")
+    text = ask(chat, out, "@chorus what did Tess ask?")
+    first = next(ln.strip() for ln in text.splitlines() if ln.strip().startswith("[1]"))
+    assert first.startswith("[1] Tess_R"), text
+
+
 def test_bot_traffic_is_not_writer_input(demo_bot):
     from memory.llm.fake import ScriptedLLM
     from memory.writer.writer import Writer

@@ -231,7 +231,7 @@ class Answerer:
         if encoder is None:
             p = decline.probability(decline_features(q, x, scores, order, vocab))
             return Ranking(cands, x, scores, order, p, p >= self.decline_below and not off_topic, q.stems)
-        judged = judge(encoder, q.text, cands, order, scores)
+        judged = judge(encoder, q.reader_text or q.text, cands, order, scores)
         return Ranking(cands, x, scores, judged.order, judged.best,
                        judged.best >= self.decline_below and not off_topic, q.stems, judged.readings,
                        self.decline_below)

@@ -90,6 +90,6 @@ def about(encoder: Encoder, q: Question, msgs: Sequence[StoredMessage], weights:
         ctx = by_msg.get((m.scope_id, m.reply_to or "")) or previous.get(m.id)
         pairs.append((candidate_text(ctx.author_name, ctx.text) if ctx is not None else "",
                       candidate_text(m.author_name, m.text)))
-    readings = encoder.read(q.text, pairs)
+    readings = encoder.read(q.reader_text or q.text, pairs)
     least = encoder.about_p if floor is None else floor
     return {m.id: r.p for m, r in zip(pool, readings) if r.p >= least}
