@@ -52,7 +52,20 @@ def indirect(doc: Any) -> str | None:
     if words[0][:1].isupper() and toks[0].tag_ != "NNP" and words[0] != "I":
         words[0] = words[0][0].lower() + words[0][1:]
     out = " ".join(_PERSON.get(w.lower(), w) if w.lower() in _PERSON else w for w in words)
-    return _CLITIC.sub(r"\1", out).replace(" ,", ",").strip() or None
+    return _rejoin(doc, _CLITIC.sub(r"\1", out).replace(" ,", ",")).strip() or None
+
+
+def _rejoin(doc: Any, out: str) -> str:
+    """Words the question wrote without spaces between them ("sara-v", "kenji|work", "wi-fi") written so again:
+    the clause above is built from tokens joined by spaces."""
+    run: list[str] = []
+    for t in doc:
+        run.append(t.text)
+        if t.whitespace_ or t.i == len(doc) - 1:
+            if len(run) > 1 and (spaced := " ".join(run)) in out:
+                out = out.replace(spaced, "".join(run))
+            run = []
+    return out
 
 
 def _wh(doc: Any, toks: list) -> list[str] | None:

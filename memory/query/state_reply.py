@@ -96,7 +96,8 @@ class StateReader:
             lead = "Here's how it changed, oldest first:"
         else:
             head, before = nodes[-1], nodes[:-1][-MAX_EARLIER:]
-            shown = [(head[1], "now")] + [(m, "before that") for _, m in before]
+            # newest first: each "before that" is older than the line above it
+            shown = [(head[1], "now")] + [(m, "before that") for _, m in reversed(before)]
             lead = "Here's where it stands now, with what it replaced:"
         quoted = [Quoted(n + 1, m, q.quote, label) for n, ((m, label), q)
                   in enumerate(zip(shown, self.builder.quotes([m for m, _ in shown], stems)))]
