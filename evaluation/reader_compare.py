@@ -7,6 +7,7 @@ and false declines are counted per question form, since a form can be declined a
 was mostly unanswerable in the data).
 
     python -m evaluation.reader_compare all forms-replay  [--out out/reader/runs] [--write FILE] [--rule]
+        [--unseen evaluation/data/incoming]
 
 Each run's figures include the labelling rounds' validation-chat questions read by premise
 (evaluation/round_check.py). ``--rule`` checks the last run against the first by the shipping rule written
@@ -48,24 +49,40 @@ def crowded(forms: dict[str, dict[str, int]]) -> dict[str, int]:
     return {k: sum(forms.get(f, {}).get(k, 0) for f in CROWDED) for k in keys}
 
 
-def compare(names: Sequence[str], out: Path, log=print) -> dict:
+def compare(names: Sequence[str], out: Path, log=print, unseen: Path | None = None) -> dict:
     """Score every named run on the last run's validation questions, as that run reads them (every run of one
-    round shares them)."""
+    round shares them). ``unseen``: a folder of chats no run has read (``<unseen>/*.json`` with their questions in
+    ``<unseen>/questions``), whose round questions join the validation chats' in the rounds' figures, read at
+    each run's own threshold; ``rounds_validation`` keeps the validation chats' alone."""
     from memory.embeddings.minilm_onnx import OnnxMiniLMEmbedder
     from memory.encoder.model import Encoder
 
+    from .reader_data import cached_rows
     from .reader_eval import choose, figures, score
+    from .reader_labels import load
     from .reader_train import RUNS, rows_for
-    from .round_check import decoys, persons, premises, states
+    from .round_check import decoys, marked, persons, premises, states
 
     val_ids = set(json.loads((out / names[-1] / "split.json").read_text())["validation"])
-    _, rows = rows_for(RUNS[names[-1]], OnnxMiniLMEmbedder(), names[-1])
+    embedder = OnnxMiniLMEmbedder()
+    _, rows = rows_for(RUNS[names[-1]], embedder, names[-1])
+    extra: list = []
+    persons_kinds, states_kinds, states_decoys = premises("persons"), premises("states"), decoys("states")
+    if unseen is not None:
+        extra = cached_rows(load(["chats"], chats_dir=unseen, questions_dir=unseen / "questions"), embedder)
+        kinds, traps = marked(unseen / "questions")
+        persons_kinds = {**persons_kinds, **kinds}
+        states_kinds, states_decoys = {**states_kinds, **kinds}, {**states_decoys, **traps}
     by_source: dict[str, list] = defaultdict(list)
     for q in rows:
         if q.conversation in val_ids:
             by_source[q.source].append(q)
-    report: dict = {"validation": sorted(val_ids), "runs": {}}
-    persons_kinds, states_kinds, states_decoys = premises("persons"), premises("states"), decoys("states")
+    report: dict = {"validation": sorted(val_ids), "unseen": str(unseen) if unseen else None, "runs": {}}
+
+    def rounds(scored: list, threshold: float, weight: float) -> dict:
+        return {"persons": persons(scored, persons_kinds, threshold, weight),
+                "states": states(scored, states_kinds, states_decoys, threshold, weight)}
+
     for name in names:
         encoder = Encoder(out / name / "encoder.onnx", {"version": name})
         scored = {src: score(encoder, qs) for src, qs in by_source.items()}
@@ -75,9 +92,8 @@ def compare(names: Sequence[str], out: Path, log=print) -> dict:
         report["runs"][name] = {"threshold": threshold, "rerank_weight": weight,
                                 "validation": {src: figures(ss, threshold, weight) for src, ss in scored.items()},
                                 "crowded_forms": crowded(forms), "forms": forms,
-                                "rounds": {"persons": persons(chats, persons_kinds, threshold, weight),
-                                           "states": states(chats, states_kinds, states_decoys, threshold,
-                                                            weight)}}
+                                "rounds": rounds(chats + (score(encoder, extra) if extra else []), threshold, weight),
+                                "rounds_validation": rounds(chats, threshold, weight)}
         log(f"{name}: {json.dumps({k: v for k, v in report['runs'][name].items() if k != 'forms'})}")
     return report
 
@@ -119,8 +135,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("out/reader/runs"))
     parser.add_argument("--write", type=Path, help="write the report here as JSON")
     parser.add_argument("--rule", action="store_true", help="check the last run against the first by the rule")
+    parser.add_argument("--unseen", type=Path, help="chats no run has read, whose round questions join the rounds' "
+                        "figures (evaluation/data/incoming)")
     args = parser.parse_args(argv)
-    report = compare(args.runs, args.out)
+    report = compare(args.runs, args.out, unseen=args.unseen)
     if args.rule:
         first, last = args.runs[0], args.runs[-1]
         locomo = [json.loads((args.out / r / "report.json").read_text())["held_out"]["locomo"]["cite_hit1"]

@@ -35,6 +35,20 @@ def _lines(round_name: str):
                     yield item
 
 
+def marked(questions_dir: Path) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """Every line of ``questions_dir`` that carries a premise: question id -> premise, and -> its decoys. For chats
+    no run has read yet (evaluation/data/incoming), where a premise marks a round's line wherever it sits."""
+    kinds: dict[str, str] = {}
+    traps: dict[str, set[str]] = {}
+    for path in sorted(questions_dir.glob("*.jsonl")):
+        for line in path.read_text("utf-8").splitlines():
+            item = json.loads(line) if line.strip() else {}
+            if item.get("premise"):
+                kinds[item["id"]] = item["premise"]
+                traps[item["id"]] = set(item.get("decoys") or [])
+    return kinds, traps
+
+
 def premises(round_name: str = "persons") -> dict[str, str]:
     """Question id -> its premise, for the round's lines that carry one."""
     return {item["id"]: item["premise"] for item in _lines(round_name)}

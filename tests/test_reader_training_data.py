@@ -186,3 +186,18 @@ def test_the_shipping_rule_is_checked_condition_by_condition():
     assert failed == ["LoCoMo cite-hit@1 at most 0.5 points lower", "FriendsQA labelled AUC at most 0.01 lower",
                       "state now: led by a decoy less often", "state before: cited first no less often",
                       "wrong-person near misses declined more", "right-person twins falsely declined: at most one more"]
+
+
+def test_unseen_chats_lend_the_rounds_every_line_that_carries_a_premise(tmp_path):
+    """Chats no run has read have no round boundaries yet: a premise marks a round's line wherever it sits."""
+    from evaluation.round_check import marked
+
+    (tmp_path / "a.jsonl").write_text(
+        '{"id": "a_r001", "question": "q", "kind": "answerable"}\n'
+        '{"id": "a_r091", "question": "q", "kind": "near_miss", "premise": "wrong_person"}\n'
+        '\n'
+        '{"id": "a_r101", "question": "q", "kind": "answerable", "premise": "now", "decoys": ["a_s01_t002"]}\n',
+        "utf-8")
+    kinds, traps = marked(tmp_path)
+    assert kinds == {"a_r091": "wrong_person", "a_r101": "now"}
+    assert traps == {"a_r091": set(), "a_r101": {"a_s01_t002"}}
