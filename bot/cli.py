@@ -138,8 +138,8 @@ TRAIN: tuple[CliCommand, ...] = (
                       "hours on a CPU, resumable)", eval_commands.train_answer, (
         Arg("--out", "folder for the runs (checkpoints, logs, reports)", default="out/reader/runs"),
         Arg("--models", "where the shipped encoder is written", default="memory/models"),
-        Arg("--run", "only this run (without-friendsqa, without-socialmem, all, all-balanced, all-forms, "
-                     "forms-replay, persons-replay, all-states)"),
+        Arg("--run", "only this run (without-friendsqa, without-socialmem, all, or a run continued from it: "
+                     "evaluation/reader_train.py RUNS lists them all)"),
         Arg("--epochs", "epochs instead of the run's own (4 from MiniLM; 1 for `all`, which starts from "
                         "without-friendsqa)", type=float),
         Arg("--evaluate-only", "score finished runs and write the shipped files, train nothing", type=bool))),

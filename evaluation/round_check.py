@@ -22,31 +22,30 @@ from .reader_data import QuestionRows
 PREMISES = {"persons": ("wrong_person", "right_person"), "states": ("now", "before", "unsettled")}
 
 
+def _premised(questions_dir: Path):
+    """Every question line of ``questions_dir`` that carries a premise (a labelling round's line)."""
+    for path in sorted(questions_dir.glob("*.jsonl")):
+        for line in path.read_text("utf-8").splitlines():
+            if line.strip():
+                item = json.loads(line)
+                if item.get("premise"):
+                    yield item
+
+
 def _lines(round_name: str):
     from .reader_labels import QUESTIONS_DIR
     from .reader_rounds import in_round, last_before
 
     before = last_before(round_name)
-    for path in sorted(QUESTIONS_DIR.glob("*.jsonl")):
-        for line in path.read_text("utf-8").splitlines():
-            if line.strip():
-                item = json.loads(line)
-                if in_round(item["id"], before) and item.get("premise") in PREMISES[round_name]:
-                    yield item
+    return (item for item in _premised(QUESTIONS_DIR)
+            if in_round(item["id"], before) and item["premise"] in PREMISES[round_name])
 
 
 def marked(questions_dir: Path) -> tuple[dict[str, str], dict[str, set[str]]]:
     """Every line of ``questions_dir`` that carries a premise: question id -> premise, and -> its decoys. For chats
     no run has read yet (evaluation/data/incoming), where a premise marks a round's line wherever it sits."""
-    kinds: dict[str, str] = {}
-    traps: dict[str, set[str]] = {}
-    for path in sorted(questions_dir.glob("*.jsonl")):
-        for line in path.read_text("utf-8").splitlines():
-            item = json.loads(line) if line.strip() else {}
-            if item.get("premise"):
-                kinds[item["id"]] = item["premise"]
-                traps[item["id"]] = set(item.get("decoys") or [])
-    return kinds, traps
+    items = list(_premised(questions_dir))
+    return {i["id"]: i["premise"] for i in items}, {i["id"]: set(i.get("decoys") or []) for i in items}
 
 
 def premises(round_name: str = "persons") -> dict[str, str]:

@@ -74,9 +74,12 @@ class People:
         self.roster = [p for p in roster if include_bots or not p.is_bot]
         self.patterns: list[tuple[str, str, re.Pattern[str]]] = []  # (person id, name, pattern)
         seen: set[tuple[str, str]] = set()
-        stems = nick_stems(self.roster)
+        self.stems = nick_stems(self.roster)  # nick stem -> person id ("kenji" -> the id of kenji|work)
+        stems_of: dict[str, list[str]] = {}
+        for stem, pid in self.stems.items():
+            stems_of.setdefault(pid, []).append(stem)
         for p in self.roster:
-            for name in [*member_names(p), *(s for s, pid in stems.items() if pid == p.person_id)]:
+            for name in [*member_names(p), *stems_of.get(p.person_id, [])]:
                 pat = name_pattern(name)
                 if pat is not None and (p.person_id, name.casefold()) not in seen:
                     seen.add((p.person_id, name.casefold()))

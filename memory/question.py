@@ -27,7 +27,7 @@ from .catchup.intent import catchup_request
 from .ftsquery import stem, terms
 from .indirect import indirect
 from .models import GROUP
-from .people import People, nick_stems
+from .people import People
 from .store import Person
 
 ALL = "ALL"
@@ -255,21 +255,20 @@ def _no_wh_kind(toks, text: str) -> str:
 MAX_QUESTION_CHARS = 2000
 
 
-def _as_the_chat_names(text: str, people: People, roster: Sequence[Person]) -> str:
+def _as_the_chat_names(text: str, people: People) -> str:
     """``text`` with each member it calls by a nick stem ("Tess") written as the chat shows them ("Tess_R").
 
     The reader reads a candidate as "Tess_R: ..." and was trained on questions that name members as their
     messages do; a stem alone leaves it unsure the question is about that author.
     """
-    stems = nick_stems(roster)
-    shown = {p.person_id: p.display_name for p in roster}
+    shown = {p.person_id: p.display_name for p in people.roster}
     out, last = [], 0
     for pid, words, a, b in people.found(text):
         at = "@" if words.startswith("@") else ""
         name, tail = words[len(at):], ""
         if name.lower().endswith(("'s", "’s")):
             name, tail = name[:-2], name[-2:]
-        if stems.get(name.casefold()) == pid:
+        if people.stems.get(name.casefold()) == pid:
             out += [text[last:a], at + shown[pid] + tail]
             last = b
     return "".join(out) + text[last:]
@@ -285,7 +284,7 @@ def analyse(text: str, roster: Sequence[Person], *, asked_at: float, asker_id: s
     text = text[:MAX_QUESTION_CHARS]
     q = Question(text=text, asked_at=asked_at, catchup=catchup_request(text))
     people = People(roster)
-    q.reader_text = _as_the_chat_names(text, people, roster)
+    q.reader_text = _as_the_chat_names(text, people)
     doc = nlp.doc(text)
     # A name inside a longer date ("8 May, 2023") is the date, not the member called May.
     dates = [(e.start_char, e.end_char) for e in doc.ents if e.label_ == "DATE"]

@@ -111,18 +111,19 @@ class StateReader:
         full = self.state.records.get([h.id for h in heads], with_sources=True)
         messages = self._messages(full, exclude)
         picked: list[tuple[StoredMessage, str]] = []
+        kinds: set[str] = set()
         for h in sorted(full, key=lambda r: (DECIDED_ORDER.index(r.utype), -r.ts, -r.id)):
             m = node_message(h, messages)
             if m is not None and all(m.id != p.id for p, _ in picked):
                 changed = h.prev_id is not None
                 picked.append((m, LABEL[h.utype] + (", changed" if changed else "")))
+                kinds.add(h.utype)
             if len(picked) >= DECIDED_QUOTES:
                 break
         if not picked:
             return None
         quoted = [Quoted(n + 1, m, q.quote, label) for n, ((m, label), q)
                   in enumerate(zip(picked, self.builder.quotes([m for m, _ in picked], [])))]
-        kinds = {label.split(",")[0] for _, label in picked}
         lead = ("Here's what the group has settled, decisions first:" if "decision" in kinds and len(kinds) > 1
                 else "Here's what the group has settled:")  # say "decisions first" only where there are some
         return ReplyDraft(lead, quoted, False, "group", 1.0)
