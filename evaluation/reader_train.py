@@ -23,7 +23,7 @@ from .reader_rounds import before_round, replay_set
 
 RUNS = {"without-friendsqa": ("chats", "socialmem"), "without-socialmem": ("chats", "friendsqa"),
         "all": SOURCES, "all-balanced": SOURCES, "all-forms": SOURCES, "forms-replay": SOURCES,
-        "persons-replay": SOURCES, "all-states": SOURCES, "all-72": SOURCES}
+        "persons-replay": SOURCES, "all-states": SOURCES, "all-72": SOURCES, "v2-72": SOURCES}
 SHIPPED = "all"  # the run `chorus train answer` ships (encoder-v2)
 # How each run is trained. The shipped run starts from the without-friendsqa run's weights and reads everything
 # once more at half the rate: one pass costs ~90 min on two cores where three from MiniLM cost ~4.5 h, and the
@@ -36,14 +36,18 @@ SHIPPED = "all"  # the run `chorus train answer` ships (encoder-v2)
 # persons-replay does the same with the persons round (Part A3). all-states reads everything once more, every
 # round included (the states round, Part A4, with its decoys as hard negatives), from all-forms (measured, not
 # shipped; docs/reader.md). all-72 reads it all once more from all-states with the twelve chats added after it
-# (72 in all: three help channels, three dense in changes; evaluation/data/train/README.md).
+# (72 in all: three help channels, three dense in changes; evaluation/data/train/README.md). all-72's start was
+# lost with the machine it ran on (out/ is not kept), so v2-72 reads the same data from encoder-v2, its weights
+# read back from the shipped int8 graph (evaluation/encoder_recover.py), for half a pass: a random half of every
+# source's questions in the data's own proportions, the most that fits one working session here.
 STARTS_FROM = {"all": "without-friendsqa", "all-balanced": "all", "all-forms": "all", "forms-replay": "all",
-               "persons-replay": "all", "all-states": "all-forms", "all-72": "all-states"}
+               "persons-replay": "all", "all-states": "all-forms", "all-72": "all-states", "v2-72": "all"}
+PASSES = {"v2-72": 0.5}  # a continued run's passes over its data, where not one
 # what each such run changes
 CONTINUED: dict[str, dict[str, Any]] = {"all": {"lr": 2e-5}, "all-balanced": {"lr": 1e-5, "balance_forms": True},
                                         "all-forms": {"lr": 1e-5}, "forms-replay": {"lr": 1e-5},
                                         "persons-replay": {"lr": 1e-5}, "all-states": {"lr": 1e-5},
-                                        "all-72": {"lr": 1e-5}}
+                                        "all-72": {"lr": 1e-5}, "v2-72": {"lr": 1e-5}}
 # runs that read only a round's new questions and a seeded sample of the others: how many others per new one
 REPLAY = {"forms-replay": ("forms", 2), "persons-replay": ("persons", 2)}
 # runs started before a labelling round: they read and are scored on the data as it was before it
@@ -53,12 +57,18 @@ BEFORE_ROUND = {"all-forms": "persons", "forms-replay": "persons"}
 def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
     if name not in STARTS_FROM:
         return Options(epochs=epochs or 4.0)
-    return Options(epochs=epochs or 1.0, warmup=0.03, init=str(out / STARTS_FROM[name] / "best.safetensors"),
-                   **CONTINUED[name])
+    start = out / STARTS_FROM[name] / "best.safetensors"
+    if STARTS_FROM[name] == SHIPPED and not start.exists():  # out/ is not kept: read it back from what ships
+        from memory.encoder.model import MODELS
+
+        from .encoder_recover import restore_run
+        restore_run(MODELS / f"{VERSION}.onnx", start.parent)
+    return Options(epochs=epochs or PASSES.get(name, 1.0), warmup=0.03, init=str(start), **CONTINUED[name])
 
 
 HELD_OUT = {"without-friendsqa": "friendsqa", "without-socialmem": "socialmem", "all": None, "all-balanced": None,
-            "all-forms": None, "forms-replay": None, "persons-replay": None, "all-states": None, "all-72": None}
+            "all-forms": None, "forms-replay": None, "persons-replay": None, "all-states": None, "all-72": None,
+            "v2-72": None}
 
 
 def is_validation(conversation: str) -> bool:
