@@ -140,8 +140,8 @@ TRAIN: tuple[CliCommand, ...] = (
         Arg("--models", "where the shipped encoder is written", default="memory/models"),
         Arg("--run", "only this run (without-friendsqa, without-socialmem, all, or a run continued from it: "
                      "evaluation/reader_train.py RUNS lists them all)"),
-        Arg("--epochs", "epochs instead of the run's own (4 from MiniLM; 1 for `all`, which starts from "
-                        "without-friendsqa)", type=float),
+        Arg("--epochs", "epochs instead of the run's own (4 from MiniLM; 1 for a run continued from another, "
+                        "unless reader_train.PASSES says otherwise)", type=float),
         Arg("--evaluate-only", "score finished runs and write the shipped files, train nothing", type=bool))),
     Command("heads", "train the encoder's act and link heads (after `train answer`), choose their constants on "
                      "held-apart chats, rebuild the shipped encoder with them (needs the train extra)",

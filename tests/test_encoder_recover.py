@@ -43,20 +43,24 @@ def test_a_graph_without_the_answers_head_is_refused(tmp_path):
         recovered_weights(cached_minilm_onnx())
 
 
-def test_a_run_that_continues_the_shipped_model_gets_its_folder_back(tmp_path):
+def test_a_run_that_continues_the_shipped_model_gets_its_folder_back(tmp_path, monkeypatch):
     """out/ is not kept: a run started from the shipped run finds its start read back from the shipped files,
     with the report the shipped metadata recorded (what `reader_compare` reads), and a later call keeps it."""
     import json
 
-    from evaluation.reader_train import SHIPPED, STARTS_FROM, recipe
+    from evaluation import reader_train
+    from evaluation.reader_train import SHIPPED, recipe
 
-    continued = next(name for name, start in STARTS_FROM.items() if start == SHIPPED)
-    opts = recipe(continued, tmp_path)
+    monkeypatch.setitem(reader_train.STARTS_FROM, "probe", SHIPPED)
+    monkeypatch.setitem(reader_train.CONTINUED, "probe", {"lr": 1e-5})
+    opts = recipe("probe", tmp_path)
     folder = tmp_path / SHIPPED
     assert opts.init == str(folder / "best.safetensors") and (folder / "best.safetensors").exists()
+    assert opts.epochs == 1.0 and opts.lr == 1e-5
     meta = json.loads((MODELS / f"{VERSION}.json").read_text())
+    assert meta["run"] == SHIPPED
     assert (folder / "encoder.onnx").read_bytes() == (MODELS / f"{VERSION}.onnx").read_bytes()
     assert json.loads((folder / "report.json").read_text()) == meta["figures"][meta["run"]]
     stamp = (folder / "best.safetensors").stat().st_mtime_ns
-    recipe(continued, tmp_path)
+    recipe("probe", tmp_path)
     assert (folder / "best.safetensors").stat().st_mtime_ns == stamp
