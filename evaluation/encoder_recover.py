@@ -97,3 +97,12 @@ def restore_run(shipped: Path, folder: Path) -> Path:
     (folder / "report.json").write_text(json.dumps(meta["figures"][run], indent=1))
     (folder / "restored.json").write_text(json.dumps({"from": str(shipped), "version": meta["version"]}, indent=1))
     return recover(shipped, weights)
+
+
+def start_weights(start: str, shipped_run: str, out: Path, shipped: Path) -> Path:
+    """The weights a continued run starts from: ``out/<start>/best.safetensors``, put back from the shipped graph
+    (``shipped``) when ``start`` is the run that shipped and its folder is gone."""
+    path = out / start / "best.safetensors"
+    if start == shipped_run and not path.exists():
+        restore_run(shipped, path.parent)
+    return path

@@ -57,12 +57,12 @@ BEFORE_ROUND = {"all-forms": "persons", "forms-replay": "persons"}
 def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
     if name not in STARTS_FROM:
         return Options(epochs=epochs or 4.0)
-    start = out / STARTS_FROM[name] / "best.safetensors"
-    if STARTS_FROM[name] == SHIPPED and not start.exists():  # out/ is not kept: read it back from what ships
-        from memory.encoder.model import MODELS
+    from memory.encoder.model import MODELS
 
-        from .encoder_recover import restore_run
-        restore_run(MODELS / f"{VERSION}.onnx", start.parent)
+    from .encoder_recover import start_weights
+
+    # out/ is not kept: the shipped run's weights are read back from what ships when its folder is gone
+    start = start_weights(STARTS_FROM[name], SHIPPED, out, MODELS / f"{VERSION}.onnx")
     return Options(epochs=epochs or PASSES.get(name, 1.0), warmup=0.03, init=str(start), **CONTINUED[name])
 
 

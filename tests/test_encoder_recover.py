@@ -43,24 +43,36 @@ def test_a_graph_without_the_answers_head_is_refused(tmp_path):
         recovered_weights(cached_minilm_onnx())
 
 
-def test_a_run_that_continues_the_shipped_model_gets_its_folder_back(tmp_path, monkeypatch):
+def test_the_shipped_runs_folder_is_put_back_when_it_is_gone(tmp_path):
     """out/ is not kept: a run started from the shipped run finds its start read back from the shipped files,
-    with the report the shipped metadata recorded (what `reader_compare` reads), and a later call keeps it."""
+    with the report the shipped metadata recorded (what `reader_compare` reads); a later call keeps it, and a
+    start that is not the shipped run is never invented."""
     import json
 
-    from evaluation import reader_train
-    from evaluation.reader_train import SHIPPED, recipe
+    from evaluation.encoder_recover import start_weights
 
-    monkeypatch.setitem(reader_train.STARTS_FROM, "probe", SHIPPED)
-    monkeypatch.setitem(reader_train.CONTINUED, "probe", {"lr": 1e-5})
-    opts = recipe("probe", tmp_path)
-    folder = tmp_path / SHIPPED
-    assert opts.init == str(folder / "best.safetensors") and (folder / "best.safetensors").exists()
-    assert opts.epochs == 1.0 and opts.lr == 1e-5
-    meta = json.loads((MODELS / f"{VERSION}.json").read_text())
-    assert meta["run"] == SHIPPED
-    assert (folder / "encoder.onnx").read_bytes() == (MODELS / f"{VERSION}.onnx").read_bytes()
+    shipped = MODELS / f"{VERSION}.onnx"
+    meta = json.loads(shipped.with_suffix(".json").read_text())
+    weights = start_weights(meta["run"], meta["run"], tmp_path, shipped)
+    folder = tmp_path / meta["run"]
+    assert weights == folder / "best.safetensors" and weights.exists()
+    assert (folder / "encoder.onnx").read_bytes() == shipped.read_bytes()
     assert json.loads((folder / "report.json").read_text()) == meta["figures"][meta["run"]]
-    stamp = (folder / "best.safetensors").stat().st_mtime_ns
-    recipe("probe", tmp_path)
-    assert (folder / "best.safetensors").stat().st_mtime_ns == stamp
+    stamp = weights.stat().st_mtime_ns
+    start_weights(meta["run"], meta["run"], tmp_path, shipped)
+    assert weights.stat().st_mtime_ns == stamp
+    other = start_weights("some-other-run", meta["run"], tmp_path, shipped)
+    assert not other.exists() and not other.parent.exists()
+
+
+def test_a_run_continued_from_the_shipped_one_starts_from_its_weights(tmp_path, monkeypatch):
+    """The training recipe (needs the train extra) reads the weights put back above."""
+    pytest.importorskip("torch")
+    from evaluation import reader_train
+
+    monkeypatch.setitem(reader_train.STARTS_FROM, "probe", reader_train.SHIPPED)
+    monkeypatch.setitem(reader_train.CONTINUED, "probe", {"lr": 1e-5})
+    opts = reader_train.recipe("probe", tmp_path)
+    assert opts.init == str(tmp_path / reader_train.SHIPPED / "best.safetensors")
+    assert (tmp_path / reader_train.SHIPPED / "best.safetensors").exists()
+    assert opts.epochs == 1.0 and opts.lr == 1e-5
