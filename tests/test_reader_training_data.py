@@ -188,6 +188,28 @@ def test_the_shipping_rule_is_checked_condition_by_condition():
                       "wrong-person near misses declined more", "right-person twins falsely declined: at most one more"]
 
 
+def test_the_next_rule_keeps_the_large_sets_and_bounds_the_rounds_by_noise():
+    from evaluation.reader_compare import rule_next
+
+    def run(cite: float, decoy: float, before: float, wrong: float, twins_fd: float):
+        return {"validation": {"chats": {"cite_hit1": cite, "decline_auc_labelled": 0.86},
+                               "friendsqa": {"decline_auc_labelled": 0.875}},
+                "rounds": {"states": {"now_decoy_first": decoy, "before_cite_hit1": before},
+                           "persons": {"wrong_person_declined": wrong, "right_person": 128,
+                                       "right_person_false_declines": twins_fd}}}
+
+    base = run(0.678, 0.338, 0.423, 0.135, 21 / 128)
+    tied = run(0.679, 0.338, 0.40, 0.135, 24 / 128)  # a tie on decoys and wrong persons, 3 more twins
+    assert len(rule_next(base, tied, 0.683, 0.686)) == 8
+    assert all(met for *_, met in rule_next(base, tied, 0.683, 0.686))
+    worse = run(0.677, 0.38, 0.37, 0.13, 25 / 128)
+    failed = [cond for cond, _, _, met in rule_next(base, worse, 0.683, 0.686) if not met]
+    assert failed == ["chats cite-hit@1 at least", "state now: led by a decoy at most 3 points more often",
+                      "state before: cited first at most 4 points less often",
+                      "wrong-person near misses declined at least as often",
+                      "right-person twins falsely declined: at most three more"]
+
+
 def test_unseen_chats_lend_the_rounds_every_line_that_carries_a_premise(tmp_path):
     """Chats no run has read have no round boundaries yet: a premise marks a round's line wherever it sits."""
     from evaluation.round_check import marked
