@@ -61,18 +61,20 @@ def compare(names: Sequence[str], out: Path, log=print, unseen: Path | None = No
     from .reader_eval import choose, figures, score
     from .reader_labels import load
     from .reader_train import RUNS, rows_for
-    from .round_check import decoys, marked, persons, premises, states
+    from .round_check import askers, decoys, marked, persons, premises, states
 
     val_ids = set(json.loads((out / names[-1] / "split.json").read_text())["validation"])
     embedder = OnnxMiniLMEmbedder()
     _, rows = rows_for(RUNS[names[-1]], embedder, names[-1])
     extra: list = []
     persons_kinds, states_kinds, states_decoys = premises("persons"), premises("states"), decoys("states")
+    askers_kinds, askers_decoys = premises("askers"), decoys("askers")
     if unseen is not None:
         extra = cached_rows(load(["chats"], chats_dir=unseen, questions_dir=unseen / "questions"), embedder)
         kinds, traps = marked(unseen / "questions")
         persons_kinds = {**persons_kinds, **kinds}
         states_kinds, states_decoys = {**states_kinds, **kinds}, {**states_decoys, **traps}
+        askers_kinds, askers_decoys = {**askers_kinds, **kinds}, {**askers_decoys, **traps}
     by_source: dict[str, list] = defaultdict(list)
     for q in rows:
         if q.conversation in val_ids:
@@ -81,7 +83,8 @@ def compare(names: Sequence[str], out: Path, log=print, unseen: Path | None = No
 
     def rounds(scored: list, threshold: float, weight: float) -> dict:
         return {"persons": persons(scored, persons_kinds, threshold, weight),
-                "states": states(scored, states_kinds, states_decoys, threshold, weight)}
+                "states": states(scored, states_kinds, states_decoys, threshold, weight),
+                "askers": askers(scored, askers_kinds, askers_decoys, threshold, weight)}
 
     for name in names:
         encoder = Encoder(out / name / "encoder.onnx", {"version": name})

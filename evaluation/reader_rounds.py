@@ -14,7 +14,7 @@ from pathlib import Path
 from .reader_data import QuestionRows
 
 CHECKS = Path(__file__).parent / "data" / "questions" / "checks"
-ROUNDS = ("forms", "persons", "states")  # the labelling rounds, in the order they were written
+ROUNDS = ("forms", "persons", "states", "askers")  # the labelling rounds, in the order they were written
 
 
 def last_before(round_name: str, checks: Path = CHECKS) -> dict[str, str]:

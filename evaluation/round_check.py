@@ -1,14 +1,15 @@
-"""A reader model on one labelling round's questions (evaluation/data/LABELLING.md, Parts A3 and A4).
+"""A reader model on one labelling round's questions (evaluation/data/LABELLING.md, Parts A3-A5).
 
-    python -m evaluation.round_check persons|states [GRAPH] [--threshold T] [--weight W] [--chats CHAT ...]
+    python -m evaluation.round_check persons|states|askers [GRAPH] [--threshold T] [--weight W] [--chats CHAT ...]
 
 GRAPH is an int8 reader graph (default: the shipped encoder). The round's questions are read through it by
 premise. Persons round: the share of wrong-person near misses declined at the threshold, the right-person
 twins falsely declined, the decline AUC between the two, and the twins' cite-hit@1. States round: for questions
 about the state now, how often the reply leads with the message that holds it and how often with a decoy (a
 vote, a proposal, the plan it replaced); the same for the state before a change; and the share of never-settled
-near misses declined. Until a run trains on a round its questions are unseen by every model, so they are the
-round's "before"; afterwards only the validation chats' questions are.
+near misses declined. Askers round: the same leads for questions whose tempting message is the asker's own
+problem or a value later corrected. Until a run trains on a round its questions are unseen by every model, so
+they are the round's "before"; afterwards only the validation chats' questions are.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from .reader_data import QuestionRows
 
-PREMISES = {"persons": ("wrong_person", "right_person"), "states": ("now", "before", "unsettled")}
+PREMISES = {"persons": ("wrong_person", "right_person"), "states": ("now", "before", "unsettled"),
+            "askers": ("asker",)}
 
 
 def _premised(questions_dir: Path):
@@ -77,22 +79,36 @@ def persons(scored: Sequence, kinds: dict[str, str], threshold: float, weight: f
 def states(scored: Sequence, kinds: dict[str, str], decoy_turns: dict[str, set[str]], threshold: float,
            weight: float) -> dict[str, float]:
     """Which message the reply leads with on the states round's questions, and the unsettled ones declined."""
-    from .reader_eval import reply_order
-
     out: dict[str, float] = {"threshold": threshold, "weight": weight}
     for premise in ("now", "before"):
-        qs = [s for s in scored if kinds.get(s.q.qid) == premise]
-        found = [s for s in qs if any(r.label == 1 for r in s.read)]
-        leads = [s.read[reply_order(s, weight)[0]] for s in found]
-        out[premise] = len(qs)
-        out[f"{premise}_cite_hit1"] = sum(r.label == 1 for r in leads) / max(len(found), 1)
-        out[f"{premise}_decoy_first"] = sum(r.msg_id in decoy_turns.get(s.q.qid, set())
-                                            for s, r in zip(found, leads)) / max(len(found), 1)
-        out[f"{premise}_false_declines"] = sum(s.best < threshold for s in qs) / max(len(qs), 1)
+        out.update(leads(scored, kinds, decoy_turns, premise, threshold, weight))
     unsettled = [s for s in scored if kinds.get(s.q.qid) == "unsettled"]
     out["unsettled"] = len(unsettled)
     out["unsettled_declined"] = sum(s.best < threshold for s in unsettled) / max(len(unsettled), 1)
     return out
+
+
+def leads(scored: Sequence, kinds: dict[str, str], decoy_turns: dict[str, set[str]], premise: str,
+          threshold: float, weight: float) -> dict[str, float]:
+    """For the questions of one premise: how many, how often the reply leads with the answer and how often with
+    a decoy (of those whose answer is read), and how often they are falsely declined."""
+    from .reader_eval import reply_order
+
+    qs = [s for s in scored if kinds.get(s.q.qid) == premise]
+    found = [s for s in qs if any(r.label == 1 for r in s.read)]
+    first = [s.read[reply_order(s, weight)[0]] for s in found]
+    return {premise: len(qs), f"{premise}_cite_hit1": sum(r.label == 1 for r in first) / max(len(found), 1),
+            f"{premise}_decoy_first": sum(r.msg_id in decoy_turns.get(s.q.qid, set())
+                                          for s, r in zip(found, first)) / max(len(found), 1),
+            f"{premise}_false_declines": sum(s.best < threshold for s in qs) / max(len(qs), 1)}
+
+
+def askers(scored: Sequence, kinds: dict[str, str], decoy_turns: dict[str, set[str]], threshold: float,
+           weight: float) -> dict[str, float]:
+    """The askers round (Part A5): how often the reply leads with the answer rather than the asker's own words
+    or the value they corrected."""
+    return {"threshold": threshold, "weight": weight,
+            **leads(scored, kinds, decoy_turns, "asker", threshold, weight)}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -120,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     scored = score(Encoder(args.graph, {"version": args.graph.stem}), rows)
     if args.round == "persons":
         result = persons(scored, kinds, threshold, weight)
+    elif args.round == "askers":
+        result = askers(scored, kinds, decoys(args.round), threshold, weight)
     else:
         result = states(scored, kinds, decoys(args.round), threshold, weight)
     print(json.dumps(result, indent=1))

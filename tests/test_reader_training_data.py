@@ -168,6 +168,24 @@ def test_the_states_round_counts_which_message_leads_and_the_unsettled_declined(
     assert f["unsettled"] == 2 and f["unsettled_declined"] == 0.5
 
 
+def test_the_askers_round_counts_answers_and_the_askers_own_words_leading():
+    """Part A5: a question whose best-reading message is the asker's own problem is led by a decoy."""
+    from evaluation.reader_data import Row
+    from evaluation.reader_eval import Scored
+    from evaluation.round_check import askers
+
+    def s(qid: str, probs: list[float], gold: int) -> Scored:
+        rows = [Row(f"c{i}", "A: x", "", int(i == gold), rank=i, rerank=0.0) for i in range(len(probs))]
+        return Scored(QuestionRows(qid, "chats", "c", "why did it fail?", "answerable", "why", False, rows), probs,
+                      [""] * len(probs))
+
+    scored = [s("a1", [0.9, 0.3], 1), s("a2", [0.2, 0.8], 1), s("a3", [0.01, 0.02], 0), s("x", [0.9, 0.1], 1)]
+    kinds = {"a1": "asker", "a2": "asker", "a3": "asker", "x": "now"}
+    f = askers(scored, kinds, {"a1": {"c0"}, "a2": {"c0"}, "a3": {"c1"}}, threshold=0.05, weight=0.0)
+    assert f["asker"] == 3 and f["asker_cite_hit1"] == 1 / 3 and f["asker_decoy_first"] == 2 / 3
+    assert f["asker_false_declines"] == 1 / 3
+
+
 def test_the_shipping_rule_is_checked_condition_by_condition():
     from evaluation.reader_compare import rule
 
