@@ -5,7 +5,7 @@ live under ``out/``, which is not kept with the repository. When they are gone, 
 (``memory/models/encoder-vN.onnx``) is the one record of the model left. Its matrices are int8 with one scale and
 zero point per output column (memory/embeddings/onnx_export.quantize_int8), and everything else (embeddings,
 layer norms, biases, the two heads) is kept in float, so reading it back gives the trained weights to within half
-a quantisation step per entry: `check` measures what that costs on real rows before a run starts from them.
+a quantisation step per entry (tests/test_encoder_recover.py exports them again and reads the same P and spans).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-HEADS = 3  # q, k, v in the fused attention's weight, in that order (onnx_export.layer_nodes)
+QKV = ("query", "key", "value")  # the fused attention weight's parts, in order (onnx_export.layer_nodes)
 
 
 def _initializers(graph: Path) -> dict[str, np.ndarray]:
@@ -50,8 +50,7 @@ def recovered_weights(graph: Path) -> dict[str, np.ndarray]:
     for i in layers:
         n, p = f"layer{i}", f"bert.encoder.layer.{i}."
         qkv, qkv_b = _matrix(init, f"{n}.qkv.weight").T, init[f"{n}.qkv.bias"]
-        for part, (rows, bias) in zip(("query", "key", "value"),
-                                      zip(np.split(qkv, HEADS, axis=0), np.split(qkv_b, HEADS)), strict=True):
+        for part, rows, bias in zip(QKV, np.split(qkv, len(QKV), axis=0), np.split(qkv_b, len(QKV)), strict=True):
             w[p + f"attention.self.{part}.weight"], w[p + f"attention.self.{part}.bias"] = rows, bias
         w[p + "attention.output.dense.weight"] = _matrix(init, f"{n}.attn_out.weight").T
         w[p + "attention.output.dense.bias"] = init[f"{n}.attn_out.bias"]

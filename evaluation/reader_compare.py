@@ -67,14 +67,13 @@ def compare(names: Sequence[str], out: Path, log=print, unseen: Path | None = No
     embedder = OnnxMiniLMEmbedder()
     _, rows = rows_for(RUNS[names[-1]], embedder, names[-1])
     extra: list = []
-    persons_kinds, states_kinds, states_decoys = premises("persons"), premises("states"), decoys("states")
-    askers_kinds, askers_decoys = premises("askers"), decoys("askers")
+    # question id -> premise and -> decoys, every round's at once (each round's figures read only its premises)
+    kinds = {**premises("persons"), **premises("states"), **premises("askers")}
+    traps = {**decoys("states"), **decoys("askers")}
     if unseen is not None:
         extra = cached_rows(load(["chats"], chats_dir=unseen, questions_dir=unseen / "questions"), embedder)
-        kinds, traps = marked(unseen / "questions")
-        persons_kinds = {**persons_kinds, **kinds}
-        states_kinds, states_decoys = {**states_kinds, **kinds}, {**states_decoys, **traps}
-        askers_kinds, askers_decoys = {**askers_kinds, **kinds}, {**askers_decoys, **traps}
+        more_kinds, more_traps = marked(unseen / "questions")
+        kinds, traps = {**kinds, **more_kinds}, {**traps, **more_traps}
     by_source: dict[str, list] = defaultdict(list)
     for q in rows:
         if q.conversation in val_ids:
@@ -82,9 +81,9 @@ def compare(names: Sequence[str], out: Path, log=print, unseen: Path | None = No
     report: dict = {"validation": sorted(val_ids), "unseen": str(unseen) if unseen else None, "runs": {}}
 
     def rounds(scored: list, threshold: float, weight: float) -> dict:
-        return {"persons": persons(scored, persons_kinds, threshold, weight),
-                "states": states(scored, states_kinds, states_decoys, threshold, weight),
-                "askers": askers(scored, askers_kinds, askers_decoys, threshold, weight)}
+        return {"persons": persons(scored, kinds, threshold, weight),
+                "states": states(scored, kinds, traps, threshold, weight),
+                "askers": askers(scored, kinds, traps, threshold, weight)}
 
     for name in names:
         encoder = Encoder(out / name / "encoder.onnx", {"version": name})

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memory.encoder.model import VERSION
+from memory.encoder.model import MODELS, VERSION
 
 from .encoder_train import Options, train
 from .reader_data import QuestionRows, cached_rows
@@ -61,8 +61,6 @@ BEFORE_ROUND = {"all-forms": "persons", "forms-replay": "persons"}
 def recipe(name: str, out: Path, epochs: float | None = None) -> Options:
     if name not in STARTS_FROM:
         return Options(epochs=epochs or 4.0)
-    from memory.encoder.model import MODELS
-
     from .encoder_recover import start_weights
 
     # out/ is not kept: the shipped run's weights are read back from what ships when its folder is gone
