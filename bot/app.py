@@ -19,7 +19,7 @@ from memory.embeddings.base import Embedder
 from memory.errors import ChorusError, EmbeddingError, ModelError
 from memory.llm.base import LLM, Completion, Options
 from memory.models import Message, ScopeKey, clean_text
-from memory.query.answer import Answerer, PersonaVoice
+from memory.query.answer import Answerer, PersonaVoice, Policy
 from memory.query.compose import Budgets
 from memory.question import Question
 from memory.records import GROUP, Records
@@ -322,7 +322,7 @@ class Bot:
                                             "generated": result.generated,
                                             "rows": [r.name for r in result.pack.rows]})
 
-    def reply_policy(self) -> str:
+    def reply_policy(self) -> Policy:
         """The configured reply policy with "auto" resolved: evidence only for the shipped model."""
         a = self.settings.answer
         return a.policy if a.policy != "auto" else ("evidence" if uses_shipped_model(self.settings) else "model")
