@@ -10,6 +10,8 @@ read candidates whose reply score (the reader's logit plus the reranker's at the
 ``delta`` of the best and whose P reaches the decline threshold, lead with the latest in the conversation.
 Scored on the validation conversations (each source apart), on every labelling round's questions with a
 premise, and on the staged chats of ``evaluation/data/incoming``, by cite-hit@1 and how often a decoy leads.
+With ``--scope state`` the policy moves the lead only from a labelled state act (decision, plan, change, rule,
+task) to a later one, by the chats' gold acts: what it would do if it trusted the analysis pass's acts fully.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import numpy as np
 
 # where a turn sits: _s<session>_t<turn> on our chats and SocialMemBench, _c<scene>_u<utterance> on FriendsQA
 ORDER = re.compile(r"_[sc](\d+)_[tu](\d+)$")
+STATE_ACTS = {"decision", "plan", "change", "rule", "task"}
 
 
 def position(msg_id: str) -> tuple[int, int] | None:
@@ -30,8 +33,18 @@ def position(msg_id: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def lead(item: dict, weight: float, threshold: float, delta: float | None) -> int:
-    """The index of the read candidate the reply would lead with under the policy (None: the reply's order)."""
+def gold_state_turns() -> set[str]:
+    """The turn ids our labelled chats (training and staged) mark as state acts."""
+    out: set[str] = set()
+    for path in [*Path("evaluation/data/train").glob("*.json"), *Path("evaluation/data/incoming").glob("*.json")]:
+        for session in json.loads(path.read_text("utf-8"))["sessions"]:
+            out |= {t["turn"] for t in session["turns"] if (t.get("act") or {}).get("kind") in STATE_ACTS}
+    return out
+
+
+def lead(item: dict, weight: float, threshold: float, delta: float | None, states: set[str] | None = None) -> int:
+    """The index of the read candidate the reply would lead with under the policy (``delta`` None: the reply's
+    order; ``states``: move only from a state act to a later state act)."""
     from memory.question import _EARLIER, _HISTORY
 
     logits = [float(np.log(min(max(p, 1e-6), 1 - 1e-6) / (1 - min(max(p, 1e-6), 1 - 1e-6)))) + weight * r
@@ -41,6 +54,10 @@ def lead(item: dict, weight: float, threshold: float, delta: float | None) -> in
         return order[0]
     places = [position(m) for m in item["ids"]]
     near = [i for i in order if logits[i] >= logits[order[0]] - delta and item["probs"][i] >= threshold]
+    if states is not None:
+        if item["ids"][order[0]] not in states:
+            return order[0]
+        near = [i for i in near if item["ids"][i] in states]
     if not near or any(places[i] is None for i in near):
         return order[0]
     return max(near, key=lambda i: places[i])  # type: ignore[arg-type, return-value]
@@ -78,9 +95,10 @@ def readings(graph: Path) -> list[dict]:
     return out
 
 
-def figures(items: Sequence[dict], weight: float, threshold: float, delta: float | None) -> dict[str, float]:
+def figures(items: Sequence[dict], weight: float, threshold: float, delta: float | None,
+            states: set[str] | None = None) -> dict[str, float]:
     found = [it for it in items if 1 in it["labels"]]
-    first = [lead(it, weight, threshold, delta) for it in found]
+    first = [lead(it, weight, threshold, delta, states) for it in found]
     return {"n": len(found),
             "cite_hit1": sum(it["labels"][i] == 1 for it, i in zip(found, first)) / max(1, len(found)),
             "decoy_first": sum(it["ids"][i] in set(it["decoys"]) for it, i in zip(found, first)) / max(1, len(found))}
@@ -92,7 +110,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("graph", nargs="?", type=Path, default=MODELS / f"{VERSION}.onnx")
     p.add_argument("--deltas", nargs="+", type=float, default=[0.5, 1.0, 2.0, 3.0])
+    p.add_argument("--scope", choices=("all", "state"), default="all")
     args = p.parse_args(argv)
+    states = gold_state_turns() if args.scope == "state" else None
     meta = json.loads(args.graph.with_suffix(".json").read_text())
     weight, threshold = float(meta["rerank_weight"]), float(meta["threshold"])
     items = readings(args.graph)
@@ -102,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         groups[f"round {premise}"] = [i for i in items if i["set"] == "validation" and i["premise"] == premise]
         groups[f"staged {premise}"] = [i for i in items if i["set"] == "staged" and i["premise"] == premise]
     groups["staged, no premise"] = [i for i in items if i["set"] == "staged" and not i["premise"]]
-    table = {name: {str(d): figures(g, weight, threshold, d) for d in [None, *args.deltas]}
+    table = {name: {str(d): figures(g, weight, threshold, d, states) for d in [None, *args.deltas]}
              for name, g in groups.items()}
     print(json.dumps(table, indent=1))
 
