@@ -243,10 +243,16 @@ def _best_f1(p: np.ndarray, right: np.ndarray, gold: int) -> tuple[float, float]
     return best
 
 
-def fit_links(streams: Sequence[Stream], opt: Options, version: str = "links-v2") -> dict:
-    """Fit one pair model per link kind on ``streams`` and export them (memory/analysis/links.py reads it)."""
+def fit_pairs(x: np.ndarray, y: np.ndarray, c: float):
+    """A logistic regression over standardised pair features: (the fitted model, the features' mean, scale)."""
     from sklearn.linear_model import LogisticRegression
 
+    mean, scale = x.mean(axis=0), np.maximum(x.std(axis=0), 1e-3)
+    return LogisticRegression(C=c, max_iter=3000).fit((x - mean) / scale, y), mean, scale
+
+
+def fit_links(streams: Sequence[Stream], opt: Options, version: str = "links-v2") -> dict:
+    """Fit one pair model per link kind on ``streams`` and export them (memory/analysis/links.py reads it)."""
     out: dict = {"version": version, "features": list(PAIR_FEATURES), "options": {"c": opt.link_c},
                  "change_share": opt.change_share}
     for kind in LINK_KINDS:
@@ -254,8 +260,7 @@ def fit_links(streams: Sequence[Stream], opt: Options, version: str = "links-v2"
         groups = [g for s in streams for g in s.pairs[kind] if kind != "changes" or g[1].any()]
         x = np.vstack([g[0] for g in groups])
         y = np.concatenate([g[1] for g in groups])
-        mean, scale = x.mean(axis=0), np.maximum(x.std(axis=0), 1e-3)
-        lr = LogisticRegression(C=opt.link_c, max_iter=3000).fit((x - mean) / scale, y)
+        lr, mean, scale = fit_pairs(x, y, opt.link_c)
         d = {"weights": np.round(lr.coef_[0], 5).tolist(), "bias": round(float(lr.intercept_[0]), 5),
              "mean": np.round(mean, 5).tolist(), "scale": np.round(scale, 5).tolist()}
         if kind != "changes":

@@ -33,11 +33,10 @@ def groups_of(path: str) -> dict[str, list[Group]]:
 
 
 def logistic(groups: Sequence[Group], c: float = 1.0) -> Scorer:
-    from sklearn.linear_model import LogisticRegression
+    """The shipped link model's fit (acts_train.fit_pairs), at C = ``c``."""
+    from .acts_train import fit_pairs
 
-    x, y = np.vstack([g[0] for g in groups]), np.concatenate([g[1] for g in groups])
-    mean, scale = x.mean(axis=0), np.maximum(x.std(axis=0), 1e-3)
-    lr = LogisticRegression(C=c, max_iter=3000).fit((x - mean) / scale, y)
+    lr, mean, scale = fit_pairs(np.vstack([g[0] for g in groups]), np.concatenate([g[1] for g in groups]), c)
     return lambda gx: lr.decision_function((gx - mean) / scale)
 
 

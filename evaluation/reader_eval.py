@@ -66,10 +66,14 @@ def score(encoder: Encoder, questions: Sequence[QuestionRows], read: int = READ)
     return out
 
 
+def reply_scores(probs: Sequence[float], reranks: Sequence[float], weight: float) -> list[float]:
+    """What the reply orders read candidates by: the reader's logit plus the reranker's score at ``weight``."""
+    return [float(np.log(max(p, 1e-6) / max(1 - p, 1e-6)) + weight * r) for p, r in zip(probs, reranks)]
+
+
 def reply_order(s: Scored, weight: float) -> list[int]:
-    """The read rows in the reply's order: the reader's logit plus the reranker's score at ``weight`` (ties keep
-    the reranker's order, as memory/query/reading.judge does)."""
-    logits = [np.log(max(p, 1e-6) / max(1 - p, 1e-6)) + weight * r.rerank for p, r in zip(s.probs, s.read)]
+    """The read rows in the reply's order (ties keep the reranker's order, as memory/query/reading.judge does)."""
+    logits = reply_scores(s.probs, [r.rerank for r in s.read], weight)
     return sorted(range(len(logits)), key=lambda i: -logits[i])
 
 

@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 STATE_ACTS = {"decision", "plan", "change", "rule", "task"}
 PAST = re.compile(r"\b(did|was|were|had)\b", re.I)
 
@@ -51,9 +49,10 @@ def lead(item: dict, weight: float, threshold: float, policy: Policy) -> int:
     """The index of the read candidate the reply would lead with under ``policy``."""
     from memory.question import _EARLIER, _HISTORY
 
-    p = np.clip(np.asarray(item["probs"], dtype=float), 1e-6, 1 - 1e-6)
-    logits = np.log(p / (1 - p)) + weight * np.asarray(item["rerank"], dtype=float)
-    top = int(np.argmax(logits))
+    from .reader_eval import reply_scores
+
+    logits = reply_scores(item["probs"], item["rerank"], weight)
+    top = max(range(len(logits)), key=lambda i: (logits[i], -i))  # the first best, as the reply's order
     q = item["question"]
     if policy.delta is None or _EARLIER.search(q) or _HISTORY.search(q) or (policy.present and PAST.search(q)):
         return top
