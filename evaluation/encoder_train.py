@@ -39,9 +39,10 @@ from torch import nn
 from memory.embeddings.minilm import default_model_dir
 from memory.encoder.inputs import Encoded, Tokens, batch, encode_pair, span_text, span_tokens
 from memory.encoder.model import best_span
+from memory.query.reading import READ
 
 from .question_forms import form_weights
-from .reader_data import QuestionRows
+from .reader_data import QuestionRows, row_ages
 from .reader_metrics import auc, exact, token_f1
 
 CHECKPOINT_STEPS = 200
@@ -65,6 +66,7 @@ class Options:
     evals_per_epoch: int = 1
     init: str = ""  # weights (save_weights) to start from instead of the base MiniLM
     balance_forms: bool = False  # weigh down labelled unanswerables where they outnumber a question form's answerables
+    age: bool = False  # each candidate read with its age beside the newest read candidate (inputs.age_tags)
 
 
 @dataclass
@@ -108,11 +110,15 @@ class Reader(nn.Module):
         return logit, se[..., 0], se[..., 1]
 
 
-def encode_rows(tokens: Tokens, questions: Sequence[QuestionRows], *, train: bool) -> list[Item]:
-    """Encoded items for every labelled row (``train``: rows labelled -1 are left out)."""
+def encode_rows(tokens: Tokens, questions: Sequence[QuestionRows], *, train: bool, age: bool = False) -> list[Item]:
+    """Encoded items for every labelled row (``train``: rows labelled -1 are left out; ``age``: each with its
+    age tag, as the reply reads them)."""
     texts: list[str] = []
     where: list[tuple[int, int]] = []
+    ages: dict[int, list[str]] = {}
     for qi, qr in enumerate(questions):
+        if age:
+            ages[qi] = row_ages(qr, READ)
         for ri, r in enumerate(qr.rows):
             if train and r.label < 0:
                 continue
@@ -122,7 +128,8 @@ def encode_rows(tokens: Tokens, questions: Sequence[QuestionRows], *, train: boo
     items = []
     for k, (qi, ri) in enumerate(where):
         qr, r = questions[qi], questions[qi].rows[ri]
-        enc = encode_pair(tokens, qr.question, r.context, r.candidate, pieces=tuple(pieces[3 * k:3 * k + 3]))
+        enc = encode_pair(tokens, qr.question, r.context, r.candidate, pieces=tuple(pieces[3 * k:3 * k + 3]),
+                          age=ages[qi][ri] if age else "")
         start = end = -1
         if r.label == 1:
             for s in r.spans:
@@ -274,14 +281,14 @@ def train(run: Path, train_q: Sequence[QuestionRows], val_q: Sequence[QuestionRo
         saved.write_text(json.dumps(opts.__dict__, indent=1))
     torch.manual_seed(opts.seed)
     tokens = Tokens()
-    items = encode_rows(tokens, train_q, train=True)
+    items = encode_rows(tokens, train_q, train=True, age=opts.age)
     if opts.balance_forms:
         by_q = form_weights(train_q)
         for it in items:
             it.weight = by_q[it.q]
         log(f"question forms balanced: {sum(w < 1 for w in by_q)} labelled unanswerables weighed down "
             f"(mean weight {np.mean([w for w in by_q if w < 1] or [1.0]):.2f})")
-    val_items = encode_rows(tokens, val_q, train=False)
+    val_items = encode_rows(tokens, val_q, train=False, age=opts.age)
     log(f"{len(items)} training rows ({sum(i.label == 1 for i in items)} positive, "
         f"{sum(i.start >= 0 for i in items)} with a span), {len(val_items)} validation rows")
     model = load_weights(Path(opts.init)).train() if opts.init else Reader()

@@ -55,7 +55,7 @@ def compare(names: Sequence[str], out: Path, log=print, unseen: Path | None = No
     ``<unseen>/questions``), whose round questions join the validation chats' in the rounds' figures, read at
     each run's own threshold; ``rounds_validation`` keeps the validation chats' alone."""
     from memory.embeddings.minilm_onnx import OnnxMiniLMEmbedder
-    from memory.encoder.model import Encoder
+    from memory.encoder.model import Encoder, graph_meta
 
     from .reader_data import cached_rows
     from .reader_eval import choose, figures, score
@@ -86,7 +86,7 @@ def compare(names: Sequence[str], out: Path, log=print, unseen: Path | None = No
                 "askers": askers(scored, kinds, traps, threshold, weight)}
 
     for name in names:
-        encoder = Encoder(out / name / "encoder.onnx", {"version": name})
+        encoder = Encoder(out / name / "encoder.onnx", graph_meta(out / name / "encoder.onnx"))
         scored = {src: score(encoder, qs) for src, qs in by_source.items()}
         threshold, weight = choose(scored)
         forms = form_declines([s for ss in scored.values() for s in ss], threshold)

@@ -48,6 +48,7 @@ class Row:
     spans: list[str] = field(default_factory=list)
     rank: int = 0  # its place in the reranker's order (0 best; TOP and above: added)
     rerank: float = 0.0  # the reranker's score
+    ts: float | None = None  # when it was sent (filled in from the conversation as rows are read)
 
 
 @dataclass
@@ -166,8 +167,21 @@ def cached_rows(convs: list[LabelledConversation], embedder: Embedder, cache: Pa
             tmp.replace(path)
     out: list[QuestionRows] = []
     for lc in convs:
-        out += read_rows(_path(cache, lc))
+        sent = {m.msg_id: m.ts for m in lc.conv.messages}
+        for qr in read_rows(_path(cache, lc)):
+            for r in qr.rows:
+                r.ts = sent.get(r.msg_id)
+            out.append(qr)
     return out
+
+
+def row_ages(qr: QuestionRows, read: int) -> list[str]:
+    """Each row's age tag as the reply would give it: relative to the newest of the reranker's best ``read``
+    rows (the ones the reply reads), so a gold turn added after them is not the yardstick."""
+    from memory.encoder.inputs import age_tags
+
+    shown = [r.ts for r in qr.rows if r.rank < read and r.ts is not None]
+    return age_tags([r.ts for r in qr.rows], max(shown) if shown else None)
 
 
 def _path(cache: Path, lc: LabelledConversation) -> Path:

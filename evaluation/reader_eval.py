@@ -25,7 +25,7 @@ import numpy as np
 from memory.encoder.model import Encoder
 from memory.query.reading import READ
 
-from .reader_data import QuestionRows
+from .reader_data import QuestionRows, row_ages
 from .reader_metrics import auc, exact, threshold_for, token_f1
 
 CEILING = 0.05  # the most false declines the threshold may cost on a tuning source
@@ -55,7 +55,10 @@ def score(encoder: Encoder, questions: Sequence[QuestionRows], read: int = READ)
     for q in questions:
         shown = [r for r in q.rows if r.rank < read][:read]
         gold = [r for r in q.rows if r.label == 1 and r.spans and r not in shown]
-        readings = encoder.read(q.question, [(r.context, r.candidate) for r in shown + gold])
+        ages = row_ages(q, read)
+        tag = {id(r): a for r, a in zip(q.rows, ages)}
+        readings = encoder.read(q.question, [(r.context, r.candidate) for r in shown + gold],
+                                [tag[id(r)] for r in shown + gold])
         s = Scored(q, [x.p for x in readings[:len(shown)]], [x.span for x in readings[:len(shown)]])
         for r, x in zip(shown + gold, readings):
             if r.label == 1:

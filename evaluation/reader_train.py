@@ -128,14 +128,14 @@ def evaluate_run(name: str, out: Path, embedder, log=print) -> dict:
     """A finished run's held-out report: its weights as the shipped int8 graph, the threshold and order weight
     chosen on its validation conversations, and the figures on the dataset it left out (LoCoMo for ``all``)."""
     from memory.encoder.build import export
-    from memory.encoder.model import Encoder
+    from memory.encoder.model import Encoder, graph_meta
 
     from .reader_eval import choose, figures, score, write
     from .reader_labels import locomo
 
     folder = out / name
     graph = export(folder / "best.safetensors", folder / "encoder.onnx")
-    encoder = Encoder(graph, {"version": name})
+    encoder = Encoder(graph, graph_meta(graph))
     _, rows = rows_for(RUNS[name], embedder, name)
     val_ids = set(json.loads((folder / "split.json").read_text())["validation"])
     by_source: dict = {}

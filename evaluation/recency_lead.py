@@ -70,7 +70,7 @@ def readings(graph: Path) -> list[dict]:
     """The answerable questions of the validation conversations, the rounds, the staged chats and LoCoMo, read
     by ``graph``, each candidate with its message's time."""
     from memory.embeddings.minilm_onnx import OnnxMiniLMEmbedder
-    from memory.encoder.model import Encoder
+    from memory.encoder.model import Encoder, graph_meta
 
     from .reader_data import cached_rows
     from .reader_eval import score
@@ -89,7 +89,7 @@ def readings(graph: Path) -> list[dict]:
              kinds, decoys),
             ("staged", cached_rows(new, embedder), new_kinds, new_decoys),
             ("locomo", cached_rows(held, embedder), {}, {})]
-    encoder = Encoder(graph, {"version": graph.stem})
+    encoder = Encoder(graph, graph_meta(graph))
     out = []
     for name, rows, k, d in sets:
         for s in score(encoder, [q for q in rows if q.kind == "answerable"]):

@@ -113,7 +113,7 @@ def askers(scored: Sequence, kinds: dict[str, str], decoy_turns: dict[str, set[s
 
 def main(argv: Sequence[str] | None = None) -> None:
     from memory.embeddings.minilm_onnx import OnnxMiniLMEmbedder
-    from memory.encoder.model import MODELS, VERSION, Encoder
+    from memory.encoder.model import MODELS, VERSION, Encoder, graph_meta
 
     from .reader_data import cached_rows
     from .reader_eval import score
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows: list[QuestionRows] = [q for q in cached_rows(load(["chats"]), OnnxMiniLMEmbedder()) if q.qid in kinds
                                 and q.kind in ("answerable", "near_miss")
                                 and (not args.chats or q.conversation in args.chats)]
-    scored = score(Encoder(args.graph, {"version": args.graph.stem}), rows)
+    scored = score(Encoder(args.graph, graph_meta(args.graph)), rows)
     if args.round == "persons":
         result = persons(scored, kinds, threshold, weight)
     elif args.round == "askers":

@@ -10,7 +10,7 @@ from adapters.console import ConsoleChat
 from bot.app import Bot
 from bot.config import Settings
 from memory.encoder.inputs import candidate_text
-from memory.encoder.model import shipped_encoder
+from memory.encoder.model import MODELS, VERSION, shipped_encoder
 from memory.models import ScopeKey
 
 KEY = ScopeKey("console", "local", "general")
@@ -38,6 +38,22 @@ def test_the_decision_reads_above_the_message_that_asked_for_one():
     assert decided.p > asked.p
     # The span's edges are loose (held-out exact match is under half); its words come from the decision.
     assert "river" in decided.span and decided.span in "Decision: pizza by the river, Friday the 14th at 7pm."
+
+
+def test_a_model_trained_with_ages_is_read_with_them_and_one_without_ignores_them():
+    from memory.encoder.model import Encoder
+
+    plain = shipped_encoder()
+    pairs = [("", candidate_text("Leo", "I'll bring the trophies on Saturday."))]
+    assert plain.read("who brings the trophies?", pairs, ["weeks earlier"])[0].p == pytest.approx(
+        plain.read("who brings the trophies?", pairs)[0].p)
+    options = {**plain.meta.get("options", {}), "age": True}
+    aged = Encoder(MODELS / f"{VERSION}.onnx", {**plain.meta, "options": options})
+    assert aged.reads_age and not plain.reads_age
+    with pytest.raises(ValueError, match="ages"):
+        aged.read("who brings the trophies?", pairs)
+    newest, older = (aged.read("who brings the trophies?", pairs, [tag])[0].p for tag in ("newest", "weeks earlier"))
+    assert newest != older  # the tag is in what it reads
 
 
 def test_the_reply_leads_with_the_answer_in_the_message_s_own_words(demo):

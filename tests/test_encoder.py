@@ -76,3 +76,32 @@ def test_the_shipped_metadata_carries_the_choices_the_reply_reads():
                                                                meta["about_p"])
     assert 0 < enc.threshold < enc.about_p < 1
     assert "chorus train answer --run" in meta["rebuild"] and meta["about_choice"]["questions"] > 0
+
+
+def test_age_tags_say_how_much_older_than_the_newest():
+    from memory.encoder.inputs import OLDEST_WORDS, age_tags
+
+    day = 86400.0
+    now = 1_700_000_000.0
+    tags = age_tags([now, now - 600, now - 5 * 3600, now - 1.5 * day, now - 3 * day, now - 10 * day,
+                     now - 90 * day, None])
+    assert tags == ["newest", "newest", "hours earlier", "a day earlier", "days earlier", "weeks earlier",
+                    OLDEST_WORDS, ""]
+    assert age_tags([None, None]) == ["", ""]
+    # against a given yardstick (the newest of what the reply reads), a later message is still "newest"
+    assert age_tags([now + day, now - 2 * day], reference=now) == ["newest", "days earlier"]
+
+
+def test_an_age_tag_opens_the_second_segment_and_moves_nothing_else(tokens):
+    cand = candidate_text("Leo", "Leo is bringing the trophies now")
+    plain = encode_pair(tokens, "who is bringing the trophies?", "Sam: I can't make it", cand)
+    aged = encode_pair(tokens, "who is bringing the trophies?", "Sam: I can't make it", cand, age="days earlier")
+    tag = tokens.tag("days earlier")
+    q_end = plain.ids.index(tokens.sep) + 1
+    assert tag and aged.ids[q_end:q_end + len(tag)] == tag and aged.types[q_end] == 1
+    assert aged.ids[:q_end] + aged.ids[q_end + len(tag):] == plain.ids
+    assert aged.cand_start == plain.cand_start + len(tag) and aged.offsets == plain.offsets
+    got = span_tokens(aged, cand.index("Leo is"), cand.index("Leo is") + len("Leo is bringing"))
+    assert got is not None and span_text(aged, *got) == "Leo is bringing"
+    long = encode_pair(tokens, "what " * 80, "ctx " * 100, candidate_text("Ana", "word " * 200), age="weeks earlier")
+    assert len(long.ids) <= MAX_TOKENS

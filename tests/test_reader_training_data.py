@@ -241,3 +241,25 @@ def test_unseen_chats_lend_the_rounds_every_line_that_carries_a_premise(tmp_path
     kinds, traps = marked(tmp_path)
     assert kinds == {"a_r091": "wrong_person", "a_r101": "now"}
     assert traps == {"a_r091": set(), "a_r101": {"a_s01_t002"}}
+
+
+def test_rows_read_back_from_the_cache_carry_their_send_times_and_age_tags(tmp_path):
+    """A cached row never stored its time: it is joined from the conversation as rows are read, and the tags
+    are measured against the newest row the reply would read, not a gold turn added below them."""
+    from evaluation.reader_data import Row, _path, cached_rows, row_ages
+    from evaluation.reader_labels import LabelledConversation
+    from memory.datasets.base import Conversation
+    from memory.models import Message
+
+    day = 86400.0
+    msgs = [Message("eval", "w", "c", f"m{i}", "u", "Ana", f"text {i}", 1000.0 + i * day) for i in range(4)]
+    lc = LabelledConversation(Conversation("c", msgs), [], "chats")
+    rows = [Row("m2", "Ana: text 2", "", 1, rank=0), Row("m0", "Ana: text 0", "", 0, rank=1),
+            Row("m3", "Ana: text 3", "", 0, rank=12), Row("gone", "Ana: ?", "", 0, rank=2)]
+    stored = QuestionRows("q1", "chats", "c", "what?", "answerable", "what", False, rows)
+    path = _path(tmp_path, lc)
+    path.parent.mkdir(parents=True)
+    path.write_text(stored.to_json().replace(', "ts": null', "") + "\n", "utf-8")
+    (back,) = cached_rows([lc], embedder=None, cache=tmp_path)  # type: ignore[arg-type]
+    assert [r.ts for r in back.rows] == [1000.0 + 2 * day, 1000.0, 1000.0 + 3 * day, None]
+    assert row_ages(back, read=10) == ["newest", "days earlier", "newest", ""]

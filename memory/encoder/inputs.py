@@ -2,14 +2,16 @@
 
 The reader head reads a question beside one candidate message and the turn it follows:
 
-    [CLS] question [SEP] context [SEP] author: candidate [SEP]
+    [CLS] question [SEP] age | context [SEP] author: candidate [SEP]
 
-Segment 0 is the question, segment 1 the rest. The context is the message the candidate replies to,
-else the turn just before it, cut from the left (its end is nearest the candidate); the candidate is
-cut from the right. The answer span is a run of tokens inside the candidate part, which starts with
-its author's name so that "who said it" answers are spans too. Training (evaluation/encoder_train.py)
-and the runtime (memory/encoder/model.py) both call `encode_pair`, so the model reads at run time
-exactly the layout it learned.
+Segment 0 is the question, segment 1 the rest. ``age`` is there only for a model trained to read it
+(`age_tags`): how much older the candidate is than the newest candidate read beside it, in words, so that
+a question about how things stand now can prefer the latest of two messages that both fit. The context is
+the message the candidate replies to, else the turn just before it, cut from the left (its end is nearest
+the candidate); the candidate is cut from the right. The answer span is a run of tokens inside the
+candidate part, which starts with its author's name so that "who said it" answers are spans too. Training
+(evaluation/encoder_train.py) and the runtime (memory/encoder/model.py) both call `encode_pair`, so the
+model reads at run time exactly the layout it learned.
 """
 from __future__ import annotations
 
@@ -27,6 +29,10 @@ QUESTION_TOKENS = 32
 CONTEXT_TOKENS = 32
 MIN_CONTEXT_TOKENS = 12  # what a long candidate leaves its context
 CLS, SEP, PAD = "[CLS]", "[SEP]", "[PAD]"
+# How much older a candidate is than the newest one read beside it: (at most this many seconds, words).
+AGE_WORDS = ((3600.0, "newest"), (86400.0, "hours earlier"), (2 * 86400.0, "a day earlier"),
+             (7 * 86400.0, "days earlier"), (31 * 86400.0, "weeks earlier"))
+OLDEST_WORDS = "months earlier"
 
 
 @dataclass
@@ -47,6 +53,24 @@ def candidate_text(author: str, text: str) -> str:
     return f"{author.strip() or 'someone'}: {' '.join(text.split())}"
 
 
+def age_tags(times: Sequence[float | None], reference: float | None = None) -> list[str]:
+    """Each candidate's age in words, relative to ``reference`` (default: the newest of ``times``). A time of
+    None gives no words. Buckets rather than numbers: the model needs "later or not, by about how much",
+    and a word it already knows reads better than a digit string it has to learn."""
+    known = [t for t in times if t is not None]
+    if reference is None and not known:
+        return ["" for _ in times]
+    newest = max(known) if reference is None else reference
+    return ["" if t is None else _age_words(newest - t) for t in times]
+
+
+def _age_words(gap: float) -> str:
+    for most, words in AGE_WORDS:
+        if gap < most:
+            return words
+    return OLDEST_WORDS
+
+
 class Tokens:
     """The shipped MiniLM's own WordPiece tokenizer (from the installed package), without its padding."""
 
@@ -60,6 +84,7 @@ class Tokens:
         self._tok.no_padding()
         self._tok.no_truncation()
         self.cls, self.sep, self.pad = (self._special(t) for t in (CLS, SEP, PAD))
+        self._tags: dict[str, list[int]] = {}
 
     def _special(self, token: str) -> int:
         found = self._tok.token_to_id(token)
@@ -71,14 +96,21 @@ class Tokens:
         """Encodings (ids and offsets) of each text without special tokens."""
         return self._tok.encode_batch(list(texts), add_special_tokens=False)
 
+    def tag(self, age: str) -> list[int]:
+        """The word pieces of an age tag and its divider ("" reads as nothing), cached: there are a handful."""
+        if age not in self._tags:
+            self._tags[age] = list(self._tok.encode(f"{age} |", add_special_tokens=False).ids) if age else []
+        return self._tags[age]
+
 
 def encode_pair(tokens: Tokens, question: str, context: str, candidate: str, *,
-                pieces: tuple[Any, Any, Any] | None = None, max_tokens: int = MAX_TOKENS) -> Encoded:
+                pieces: tuple[Any, Any, Any] | None = None, max_tokens: int = MAX_TOKENS, age: str = "") -> Encoded:
     """The reader's input row for (question, context, candidate); ``pieces``: their encodings when the
-    caller tokenised a batch at once."""
+    caller tokenised a batch at once; ``age``: the candidate's age tag, for a model that reads one."""
     q, c, m = pieces if pieces is not None else tokens.pieces([question, context, candidate])
     q_ids = list(q.ids[:QUESTION_TOKENS])
-    room = max_tokens - 4 - len(q_ids)  # CLS and three SEPs
+    a_ids = tokens.tag(age)
+    room = max_tokens - 4 - len(q_ids) - len(a_ids)  # CLS, three SEPs and the age tag
     c_ids, m_ids, m_off = list(c.ids), list(m.ids), [tuple(o) for o in m.offsets]
     keep_c = min(len(c_ids), CONTEXT_TOKENS)
     if keep_c + len(m_ids) > room:  # the candidate comes first; the context keeps its last few tokens
@@ -87,8 +119,8 @@ def encode_pair(tokens: Tokens, question: str, context: str, candidate: str, *,
     keep_m = max(0, room - len(c_ids))
     truncated = keep_m < len(m_ids)
     m_ids, m_off = m_ids[:keep_m], m_off[:keep_m]
-    ids = [tokens.cls, *q_ids, tokens.sep, *c_ids, tokens.sep]
-    types = [0] * (len(q_ids) + 2) + [1] * (len(c_ids) + 1)
+    ids = [tokens.cls, *q_ids, tokens.sep, *a_ids, *c_ids, tokens.sep]
+    types = [0] * (len(q_ids) + 2) + [1] * (len(a_ids) + len(c_ids) + 1)
     start = len(ids)
     ids += [*m_ids, tokens.sep]
     types += [1] * (len(m_ids) + 1)

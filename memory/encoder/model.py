@@ -47,6 +47,8 @@ class Encoder:
         # A message of a discussion speaks to the question at this P or above (each member, who hasn't). Not the
         # decline threshold, which asks whether the best of ten answers: chosen per model on held-apart chats.
         self.about_p = float(meta.get("about_p", 0.5))
+        # Trained with each candidate's age beside it (inputs.age_tags): it must be read with them too.
+        self.reads_age = bool(meta.get("options", {}).get("age", False))
         self.tokens = Tokens()
         full = assembled(path)
         try:
@@ -55,18 +57,25 @@ class Encoder:
         except Exception as exc:
             raise ModelMissing(f"could not load the encoder {full}: {exc}; delete it to rebuild it") from exc
 
-    def encode(self, question: str, pairs: Sequence[tuple[str, str]]) -> list[Encoded]:
-        """Input rows for (context, candidate) pairs, tokenised in one batch."""
+    def encode(self, question: str, pairs: Sequence[tuple[str, str]],
+               ages: Sequence[str] | None = None) -> list[Encoded]:
+        """Input rows for (context, candidate) pairs, tokenised in one batch; ``ages``: their age tags, read
+        only by a model trained with them."""
+        if self.reads_age and ages is None:
+            raise ValueError(f"the encoder {self.version} reads each candidate's age; pass ages")
+        tags = list(ages) if self.reads_age and ages is not None else [""] * len(pairs)
         texts = [question] + [t for ctx, cand in pairs for t in (ctx, cand)]
         pieces = self.tokens.pieces(texts)
-        return [encode_pair(self.tokens, question, ctx, cand, pieces=(pieces[0], pieces[1 + 2 * i], pieces[2 + 2 * i]))
+        return [encode_pair(self.tokens, question, ctx, cand, pieces=(pieces[0], pieces[1 + 2 * i], pieces[2 + 2 * i]),
+                            age=tags[i])
                 for i, (ctx, cand) in enumerate(pairs)]
 
-    def read(self, question: str, pairs: Sequence[tuple[str, str]]) -> list[Reading]:
-        """One reading per (context, candidate) pair, in order."""
+    def read(self, question: str, pairs: Sequence[tuple[str, str]],
+             ages: Sequence[str] | None = None) -> list[Reading]:
+        """One reading per (context, candidate) pair, in order (``ages``: as `encode`)."""
         if not pairs:
             return []
-        rows = self.encode(question, pairs)
+        rows = self.encode(question, pairs, ages)
         out: list[Reading | None] = [None] * len(rows)
         order = sorted(range(len(rows)), key=lambda i: len(rows[i].ids))
         k = 0
@@ -124,6 +133,18 @@ def best_span(start: np.ndarray, end: np.ndarray, lo: int, hi: int, longest: int
 
 _lock = threading.Lock()
 _loaded: dict[str, Encoder] = {}
+
+
+def graph_meta(graph: Path) -> dict:
+    """The metadata an encoder graph is read with: the shipped ``<version>.json`` beside it, else its training
+    run's ``options.json`` (a run folder), else only its name. The options say what the model reads."""
+    shipped = graph.with_suffix(".json")
+    if shipped.exists():
+        return dict(json.loads(shipped.read_text("utf-8")))
+    options = graph.parent / "options.json"
+    if options.exists():
+        return {"version": graph.parent.name, "options": json.loads(options.read_text("utf-8"))}
+    return {"version": graph.stem}
 
 
 def shipped_encoder(folder: Path | None = None, version: str = VERSION) -> Encoder:

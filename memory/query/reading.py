@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..encoder.inputs import candidate_text
+from ..encoder.inputs import age_tags, candidate_text
 from ..encoder.model import Encoder, Reading
 from ..models import StoredMessage
 from ..question import Question, content_stems
@@ -52,7 +52,8 @@ def judge(encoder: Encoder, question: str, cands: Sequence[Candidate], order: Se
           scores: np.ndarray, read: int = READ) -> Judged:
     """Read the reranker's best ``read`` candidates and reorder them by the reader (the rest keep their order)."""
     top = list(order[:read])
-    readings = dict(zip(top, encoder.read(question, [pair_texts(cands[i]) for i in top])))
+    ages = age_tags([cands[i].message.ts for i in top])
+    readings = dict(zip(top, encoder.read(question, [pair_texts(cands[i]) for i in top], ages)))
     if not readings:
         return Judged({}, list(order), 0.0)
 
@@ -90,6 +91,6 @@ def about(encoder: Encoder, q: Question, msgs: Sequence[StoredMessage], weights:
         ctx = by_msg.get((m.scope_id, m.reply_to or "")) or previous.get(m.id)
         pairs.append((candidate_text(ctx.author_name, ctx.text) if ctx is not None else "",
                       candidate_text(m.author_name, m.text)))
-    readings = encoder.read(q.reader_text or q.text, pairs)
+    readings = encoder.read(q.reader_text or q.text, pairs, age_tags([m.ts for m in pool]))
     least = encoder.about_p if floor is None else floor
     return {m.id: r.p for m, r in zip(pool, readings) if r.p >= least}
