@@ -68,6 +68,10 @@ _EARLIER = re.compile(r"\b(original(ly)?|at first|first (date|time|plan|place|ve
                       r"in the first place)\b", re.I)
 _HISTORY = re.compile(r"\b(how (did|has|have) .{0,40}chang\w*|history of|what changed|every change|all the changes|"
                       r"how many times)\b", re.I)
+# Words that ask which version of something holds: what it is now, or what it came to. With _EARLIER and
+# _HISTORY they say a question is about a plan's versions, which is what a state reply reads (docs/replies.md).
+_NOW_VERSION = re.compile(r"\b(now|currently|current|still|any ?more|latest|these days|at the moment|in the end|"
+                          r"ended up|final(ly)?)\b", re.I)
 _ABSENT = re.compile(r"\bwho\s+(hasn'?t|has not|haven'?t|have not|didn'?t|did not|never|isn'?t|is not|"
                      r"won'?t|will not|can'?t|cannot)\b\s*(?P<what>.*)", re.I)
 _ATTRIBUTION = re.compile(r"\b(who|which of (them|the two|us|you|these))\b.{0,40}?\b(said|says|say|mentioned|"
@@ -130,6 +134,7 @@ class Question:
     attribution: bool = False  # who said ...: the verbatim message, not the person's records
     change: bool = False  # how did it change: earlier and latest, in order
     era: str = "now"  # which end of a plan's history: "now" (what holds), "earlier" (the first), "history" (all)
+    asks_version: bool = False  # it names a version: what holds now, the first one, or how it changed
     group_ask: bool = False  # what did we decide / plan / rule
     spread: bool = False  # the answer is spread over the members (search keeps each member in view)
     rows: list[str] = field(default_factory=list)  # person ids, ALL, GROUP (ALL is expanded by the composer)
@@ -144,6 +149,13 @@ class Question:
     @property
     def periods(self) -> list[tuple[float, float]]:
         return [(p.start, p.end) for p in self.pins]
+
+    @property
+    def reads_chain(self) -> bool:
+        """Whether a plan's chain of versions can answer it: it asks for a value a plan holds (a time, a place,
+        an owner), or names a version (now, the first, how it changed) of anything but a reason or a view, which
+        no version holds."""
+        return self.kind in ("time", "place", "person") or self.asks_version and self.kind not in ("reason", "stance")
 
     @property
     def wants_members(self) -> bool:
@@ -335,6 +347,7 @@ def analyse(text: str, roster: Sequence[Person], *, asked_at: float, asker_id: s
     q.attribution = bool(_ATTRIBUTION.search(text) or len(q.people) >= 2 and _WHO.search(text))
     q.change = bool(_CHANGE.search(text))
     q.era = "earlier" if _EARLIER.search(text) else "history" if _HISTORY.search(text) else "now"
+    q.asks_version = q.era != "now" or bool(_NOW_VERSION.search(text))
     q.tense = "full" if (_FULL.search(text) or q.pins) else "head"
     stance_each = q.each and q.kind == "stance"
     q.rows = list(q.people)

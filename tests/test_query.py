@@ -272,3 +272,18 @@ def test_model_sentence_shown_only_when_supported(vstore):
 def test_answer_abstains_without_evidence(store):
     ans = Answerer(store, Searcher(store), Records(store), ScriptedLLM([])).answer([], "What is Bob's cat called?")
     assert ans.abstained and not ans.cited and "[1]" not in ans.text
+
+
+@pytest.mark.parametrize("question, reads", [
+    ("where are we climbing on sunday now?", True),  # a place, and a version named
+    ("who is bringing the trophies?", True),  # an owner: what a plan holds
+    ("what time is dinner?", True),
+    ("what was the original venue?", True),  # the first version
+    ("what's the rule on borrowing pads now?", True),  # a thing, with a version named
+    ("what's the rule on borrowing pads?", False),  # a thing, no version: the reader's order stands
+    ("why did the trip get moved to the sunday?", False),  # a reason: no version of a plan holds it
+    ("what does Priya think of the friday rule now?", False),  # a view
+    ("how much is the fee?", False),
+])
+def test_a_chain_answers_a_plan_s_value_or_a_named_version_never_a_reason(question, reads):
+    assert project(question).reads_chain is reads

@@ -250,8 +250,9 @@ class Answerer:
         ranking = self.rank(scope_ids, pack, exclude)
         views = self.member_views(scope_ids, q, ranking, roster, exclude) if q.wants_members else None
         draft = self.builder.build(q, ranking, roster, views)
-        if draft.kind in ("evidence", "change"):
-            # The answer rests on a plan or decision that changed: read the end of its history that was asked.
+        if draft.kind in ("evidence", "change") and q.reads_chain:
+            # The answer rests on a plan or decision that changed, and the question names which version it
+            # wants: read that end of its history. Otherwise the reader's order stands (docs/replies.md).
             chain = self.states.chain_of(ranking)
             era = q.era if q.era != "now" or not q.change else "history"
             state = self.states.draft(era, chain, q.stems, ranking.p_answer, exclude, ranking) if chain else None

@@ -4,7 +4,8 @@ A plan's history is an update chain: the first version, each change, and the hea
 messages a question is answered by belong to such a chain, the reply reads the end the question asks for:
 "when is the quiz?" leads with the head ("fine, 21st at 8 it is") and shows the changes before it in time
 order; "what was the original date?" leads with the first version; "how did it change?" shows the whole
-chain. "What did we decide?" lists the heads of the group's decisions, rules and plans.
+chain. "What did we decide?" lists the heads of the group's decisions, rules and plans. The reply asks a chain
+only for questions one can answer (`Question.reads_chain`: a plan's value, or a named version), never a reason.
 """
 from __future__ import annotations
 
