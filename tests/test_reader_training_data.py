@@ -263,3 +263,20 @@ def test_rows_read_back_from_the_cache_carry_their_send_times_and_age_tags(tmp_p
     (back,) = cached_rows([lc], embedder=None, cache=tmp_path)  # type: ignore[arg-type]
     assert [r.ts for r in back.rows] == [1000.0 + 2 * day, 1000.0, 1000.0 + 3 * day, None]
     assert row_ages(back, read=10) == ["newest", "days earlier", "newest", ""]
+
+
+def test_whole_reply_figures_count_the_first_cited_message_by_reply_kind_and_premise():
+    from evaluation.reply_eval import figures
+
+    def rec(kind, reply, cited, gold, declined=False, premise=""):
+        return {"kind": kind, "reply": reply, "cited": cited, "gold": gold, "declined": declined, "premise": premise}
+
+    got = figures([rec("answerable", "state", ["a", "b"], ["a"], premise="now"),
+                   rec("answerable", "evidence", ["c", "b", "x"], ["x"]),
+                   rec("answerable", "decline", ["b"], ["b"], declined=True),
+                   rec("near_miss", "decline", ["d"], [], declined=True),
+                   rec("near_miss", "evidence", ["d"], [])])
+    assert got["all"] == {"answerable": 3, "near_misses": 2, "cite_hit@1": 66.7, "cite_hit@3": 100.0,
+                          "false_declines": 33.3, "near_misses_declined": 50.0}
+    assert got["reply:state"]["cite_hit@1"] == 100.0 and got["premise:now"]["answerable"] == 1
+    assert got["reply:evidence"]["cite_hit@1"] == 0.0 and got["reply:evidence"]["near_misses_declined"] == 0.0
