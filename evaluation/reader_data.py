@@ -23,6 +23,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from memory.embeddings.base import Embedder
+from memory.errors import DatasetError
 from memory.query.answer import Answerer
 from memory.query.candidates import Candidate
 from memory.query.reading import pair_texts
@@ -190,3 +191,30 @@ def _path(cache: Path, lc: LabelledConversation) -> Path:
 
 def read_rows(path: Path) -> list[QuestionRows]:
     return [QuestionRows.from_json(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def started_with(folder: Path, train_q: list[QuestionRows], val_q: list[QuestionRows]
+                 ) -> tuple[list[QuestionRows], list[QuestionRows]]:
+    """The questions a run started with, whatever was labelled since: their ids are written to the run's folder
+    when it starts, and a resumed run reads only those, in the same order (a batch moved into training while a run
+    was paused waits for the next run). Refuses when one of them is no longer labelled."""
+    path = folder / "questions.json"
+    if not path.exists():
+        path.write_text(json.dumps({"train": [_key(q) for q in train_q], "validation": [_key(q) for q in val_q]}))
+        return train_q, val_q
+    kept = json.loads(path.read_text())
+    out = []
+    for part, questions in (("train", train_q), ("validation", val_q)):
+        wanted = set(kept[part])
+        have = [q for q in questions if _key(q) in wanted]
+        gone = wanted - {_key(q) for q in have}
+        if gone:
+            raise DatasetError(f"{len(gone)} of the run's {part} questions are no longer labelled "
+                               f"(e.g. {sorted(gone)[:3]}); start a new run instead of resuming {folder.name}")
+        out.append(have)
+    return out[0], out[1]
+
+
+def _key(q: QuestionRows) -> str:
+    """A question's id across sources (a chat's own qa_pairs number their questions from 1 in every chat)."""
+    return f"{q.source}/{q.conversation}/{q.qid}"

@@ -17,7 +17,7 @@ from typing import Any
 from memory.encoder.model import MODELS, VERSION
 
 from .encoder_train import Options, train
-from .reader_data import QuestionRows, cached_rows
+from .reader_data import QuestionRows, cached_rows, started_with
 from .reader_labels import SOURCES, LabelledConversation, load
 from .reader_rounds import before_round, replay_set
 
@@ -115,11 +115,12 @@ def run(name: str, out: Path, embedder, opts: Options | None = None, log=print) 
     val_ids, _ = split(convs)
     train_q = [q for q in rows if q.conversation not in val_ids and q.kind != "counterfactual"]
     val_q = [q for q in rows if q.conversation in val_ids]
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    train_q, val_q = started_with(folder, train_q, val_q)
     if name in REPLAY:
         round_name, per_new = REPLAY[name]
         train_q = replay_set(train_q, per_new, round_name)
-    folder = out / name
-    folder.mkdir(parents=True, exist_ok=True)
     (folder / "split.json").write_text(json.dumps({"sources": list(sources), "validation": sorted(val_ids),
                                                    "train_questions": len(train_q),
                                                    "validation_questions": len(val_q)}, indent=1))

@@ -280,3 +280,17 @@ def test_whole_reply_figures_count_the_first_cited_message_by_reply_kind_and_pre
                           "false_declines": 33.3, "near_misses_declined": 50.0}
     assert got["reply:state"]["cite_hit@1"] == 100.0 and got["premise:now"]["answerable"] == 1
     assert got["reply:evidence"]["cite_hit@1"] == 0.0 and got["reply:evidence"]["near_misses_declined"] == 0.0
+
+
+def test_a_resumed_run_reads_the_questions_it_started_with(tmp_path):
+    """A batch moved into training while a run was paused must not change what the run reads on resuming."""
+    from evaluation.reader_data import started_with
+    from memory.errors import DatasetError
+
+    first = [q(f"t{i}", "answerable") for i in range(3)]
+    val = [q("v0", "near_miss")]
+    assert started_with(tmp_path, first, val) == (first, val)
+    later = [q("new", "answerable"), *first]
+    assert started_with(tmp_path, later, val) == (first, val)
+    with pytest.raises(DatasetError, match="no longer labelled"):
+        started_with(tmp_path, first[1:], val)
