@@ -31,7 +31,8 @@ from memory.query.answer import Answerer
 from memory.records import Records
 from memory.search import Searcher
 
-from .reader_labels import LabelledConversation, load
+from .reader_labels import QUESTIONS_DIR, LabelledConversation, load
+from .round_check import marked
 from .stores import conversation_stores
 
 
@@ -62,18 +63,6 @@ def state_reply(how: str) -> Iterator[None]:
     finally:
         module.StateReader.draft = draft  # type: ignore[method-assign]
         question.Question.reads_chain = reads  # type: ignore[method-assign]
-
-
-def premises(folder: Path | None = None) -> dict[str, str]:
-    """Question id -> its labelling-round premise, read from the question files."""
-    base = folder or Path(__file__).resolve().parent / "data" / "questions"
-    out: dict[str, str] = {}
-    for path in sorted(base.glob("*.jsonl")):
-        for line in path.read_text("utf-8").splitlines():
-            if line.strip() and '"premise"' in line:
-                raw = json.loads(line)
-                out[raw["id"]] = raw["premise"]
-    return out
 
 
 def ask(convs: list[LabelledConversation], premise: dict[str, str], state: str) -> list[dict]:
@@ -130,10 +119,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.staged is not None:
         convs = load(["chats"], chats_dir=args.staged, questions_dir=args.staged / "questions")
-        premise = premises(args.staged / "questions")
+        premise, _ = marked(args.staged / "questions")
     else:
         convs = load(["chats"])
-        premise = premises()
+        premise, _ = marked(QUESTIONS_DIR)
     wanted = set(args.chats) if args.chats else validation_chats()
     if args.staged is None or args.chats:
         convs = [lc for lc in convs if lc.conv.id in wanted]
