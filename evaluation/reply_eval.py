@@ -1,8 +1,8 @@
 """Whole replies on labelled reader questions: which message the reply leads with, by the kind of reply it gave.
 
-`python -m evaluation.reply_eval [--chats A B ...] [--staged DIR] [--state scoped|all|off] [--write FILE]` asks every
-answerable and near-miss question of the named chats (default: the reader's validation chats, which no shipped
-reader trained on) through the reply as the bot gives it, and scores what a member reads:
+`python -m evaluation.reply_eval [--chats A B ...] [--staged DIR] [--state scoped|all|off] [--encoder GRAPH]
+[--write FILE]` asks every answerable and near-miss question of the named chats (default: the reader's validation
+chats, which no shipped reader trained on) through the reply as the bot gives it, and scores what a member reads:
 
 - answerable: the first cited message is a labelled answer (its turn or an ``also`` turn; cite-hit@1), one is
   among the first three (cite-hit@3), or the reply declined (a false decline);
@@ -25,6 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from memory.embeddings.minilm_onnx import OnnxMiniLMEmbedder
 from memory.query.answer import Answerer
@@ -65,13 +66,19 @@ def state_reply(how: str) -> Iterator[None]:
         question.Question.reads_chain = reads  # type: ignore[method-assign]
 
 
-def ask(convs: list[LabelledConversation], premise: dict[str, str], state: str) -> list[dict]:
-    """One record per question: its reply's kind, what it cited first, whether it declined, and its labels."""
+def ask(convs: list[LabelledConversation], premise: dict[str, str], state: str,
+        encoder: Path | None = None) -> list[dict]:
+    """One record per question: its reply's kind, what it cited first, whether it declined, and its labels.
+    ``encoder``: a graph to read with instead of the shipped one (with its ``<version>.json`` beside it, as
+    `chorus train answer --evaluate-only --models DIR` writes it, so its threshold is the one it would ship with)."""
+    from memory.encoder.model import Encoder, graph_meta
+
+    reader: Encoder | Literal["shipped"] = Encoder(encoder, graph_meta(encoder)) if encoder is not None else "shipped"
     by_id = {lc.conv.id: lc for lc in convs}
     out: list[dict] = []
     with state_reply(state):
         for cs in conversation_stores([lc.conv for lc in convs], OnnxMiniLMEmbedder()):
-            answerer = Answerer(cs.store, Searcher(cs.store), Records(cs.store), None, encoder="shipped")
+            answerer = Answerer(cs.store, Searcher(cs.store), Records(cs.store), None, encoder=reader)
             for q in by_id[cs.conv.id].questions:
                 if q.kind not in ("answerable", "near_miss") or q.each:
                     continue
@@ -115,6 +122,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--staged", type=Path, help="read the chats from this folder (with questions/) instead")
     parser.add_argument("--state", choices=STATE, default="scoped", help="the state reply as the code has it, "
                         "for every chain-backed answer, or off")
+    parser.add_argument("--encoder", type=Path, help="read with this encoder graph (a shipped-style "
+                        "<version>.onnx with its .json) instead of the shipped one")
     parser.add_argument("--write", type=Path, help="write the records and figures here as JSON")
     args = parser.parse_args(argv)
     if args.staged is not None:
@@ -128,8 +137,9 @@ def main(argv: list[str] | None = None) -> dict:
         convs = [lc for lc in convs if lc.conv.id in wanted]
     if not convs:
         parser.error("no labelled chats to ask")
-    records = ask(convs, premise, state=args.state)
-    result = {"state_reply": args.state, "chats": [lc.conv.id for lc in convs], "figures": figures(records),
+    records = ask(convs, premise, state=args.state, encoder=args.encoder)
+    result = {"state_reply": args.state, "encoder": str(args.encoder or "shipped"),
+              "chats": [lc.conv.id for lc in convs], "figures": figures(records),
               "records": records}
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)
