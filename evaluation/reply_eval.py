@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from memory.embeddings.minilm_onnx import OnnxMiniLMEmbedder
+from memory.encoder.model import MODELS, VERSION, Encoder, graph_meta
 from memory.query.answer import Answerer
 from memory.records import Records
 from memory.search import Searcher
@@ -37,11 +38,10 @@ from .round_check import marked
 from .stores import conversation_stores
 
 
-def validation_chats() -> set[str]:
-    """The conversations the shipped reader held apart for validation (its metadata says which)."""
-    from memory.encoder.model import MODELS, VERSION
-
-    return set(json.loads((MODELS / f"{VERSION}.json").read_text("utf-8"))["trained_on"]["validation"])
+def validation_chats(meta: dict) -> set[str] | None:
+    """The conversations a reader held apart for validation, as its metadata says (None where it does not)."""
+    held = meta.get("trained_on", {}).get("validation")
+    return set(held) if held is not None else None
 
 
 STATE = ("scoped", "all", "off")
@@ -67,13 +67,9 @@ def state_reply(how: str) -> Iterator[None]:
 
 
 def ask(convs: list[LabelledConversation], premise: dict[str, str], state: str,
-        encoder: Path | None = None) -> list[dict]:
+        reader: Encoder | Literal["shipped"] = "shipped") -> list[dict]:
     """One record per question: its reply's kind, what it cited first, whether it declined, and its labels.
-    ``encoder``: a graph to read with instead of the shipped one (with its ``<version>.json`` beside it, as
-    `chorus train answer --evaluate-only --models DIR` writes it, so its threshold is the one it would ship with)."""
-    from memory.encoder.model import Encoder, graph_meta
-
-    reader: Encoder | Literal["shipped"] = Encoder(encoder, graph_meta(encoder)) if encoder is not None else "shipped"
+    ``reader``: the encoder the replies read with (default the shipped one)."""
     by_id = {lc.conv.id: lc for lc in convs}
     out: list[dict] = []
     with state_reply(state):
@@ -122,8 +118,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--staged", type=Path, help="read the chats from this folder (with questions/) instead")
     parser.add_argument("--state", choices=STATE, default="scoped", help="the state reply as the code has it, "
                         "for every chain-backed answer, or off")
-    parser.add_argument("--encoder", type=Path, help="read with this encoder graph (a shipped-style "
-                        "<version>.onnx with its .json) instead of the shipped one")
+    parser.add_argument("--encoder", type=Path, help="read with this encoder graph instead of the shipped one: a "
+                        "shipped-style <version>.onnx with its .json beside it, as `chorus train answer "
+                        "--evaluate-only --models DIR` writes it, so its threshold is the one it would ship with")
     parser.add_argument("--write", type=Path, help="write the records and figures here as JSON")
     args = parser.parse_args(argv)
     if args.staged is not None:
@@ -132,12 +129,17 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         convs = load(["chats"])
         premise, _ = marked(QUESTIONS_DIR)
-    wanted = set(args.chats) if args.chats else validation_chats()
+    graph = args.encoder or MODELS / f"{VERSION}.onnx"
+    meta = graph_meta(graph)
+    reader: Encoder | Literal["shipped"] = Encoder(graph, meta) if args.encoder else "shipped"
     if args.staged is None or args.chats:
+        wanted = set(args.chats) if args.chats else validation_chats(meta)
+        if wanted is None:
+            parser.error(f"{graph} names no validation chats (no shipped-style metadata beside it); pass --chats")
         convs = [lc for lc in convs if lc.conv.id in wanted]
     if not convs:
         parser.error("no labelled chats to ask")
-    records = ask(convs, premise, state=args.state, encoder=args.encoder)
+    records = ask(convs, premise, state=args.state, reader=reader)
     result = {"state_reply": args.state, "encoder": str(args.encoder or "shipped"),
               "chats": [lc.conv.id for lc in convs], "figures": figures(records),
               "records": records}
